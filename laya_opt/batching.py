@@ -1,0 +1,98 @@
+"""Collation of prepared questions into model arrays, and batch planners (spec §8).
+
+A planner maps the prepared questions of one request to groups of indices; each group becomes one
+forward. The runtime always scatters answers back to the caller's order, so a planner may reorder
+freely (the length-sorted pass does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from .prompt import PreparedQuestion
+
+# A planner returns groups of question indices; every index appears exactly once.
+Planner = Callable[[Sequence[PreparedQuestion]], list[tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class Batch:
+    input_ids: mx.array       # int32 [B, L], right-padded with the PAD id
+    attention_mask: mx.array  # bool [B, L]
+    marker_pos: mx.array      # int32 [B, K], 0 in unused slots
+    marker_mask: mx.array     # bool [B, K]
+    qtype: mx.array           # int32 [B]
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        batch_size, length = self.input_ids.shape
+        return batch_size, length, self.marker_pos.shape[1]
+
+
+def collate(items: Sequence[PreparedQuestion], pad_id: int, pad_to_multiple: int | None = None,
+            max_length: int | None = None) -> Batch:
+    """Right-pad ids with `pad_id`; K = max(2, most markers); padding is never marked as an option."""
+    if not items:
+        raise ValueError("collate needs at least one prepared question")
+    length = max(len(item.ids) for item in items)
+    if pad_to_multiple:
+        length = -(-length // pad_to_multiple) * pad_to_multiple
+        if max_length is not None:
+            length = max(min(length, max_length), max(len(item.ids) for item in items))
+    slots = max(2, max(len(item.markers) for item in items))
+    ids = np.full((len(items), length), pad_id, dtype=np.int32)
+    mask = np.zeros((len(items), length), dtype=bool)
+    marker_pos = np.zeros((len(items), slots), dtype=np.int32)
+    marker_mask = np.zeros((len(items), slots), dtype=bool)
+    for row, item in enumerate(items):
+        ids[row, : len(item.ids)] = item.ids
+        mask[row, : len(item.ids)] = True
+        marker_pos[row, : len(item.markers)] = item.markers
+        marker_mask[row, : len(item.markers)] = True
+    qtype = np.array([item.qtype for item in items], dtype=np.int32)
+    return Batch(mx.array(ids), mx.array(mask), mx.array(marker_pos), mx.array(marker_mask), mx.array(qtype))
+
+
+def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
+    """Extend a batch to `length` with padding columns (used by shape buckets)."""
+    current = batch.input_ids.shape[1]
+    if length < current:
+        raise ValueError(f"cannot pad a batch of length {current} down to {length}")
+    if length == current:
+        return batch
+    extra = length - current
+    rows = batch.input_ids.shape[0]
+    ids = mx.concatenate([batch.input_ids, mx.full((rows, extra), pad_id, dtype=mx.int32)], axis=1)
+    mask = mx.concatenate([batch.attention_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1)
+    return Batch(ids, mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+
+
+def insertion_order_planner(batch_size: int = 16) -> Planner:
+    """Consecutive chunks of `batch_size` in insertion order (the port's policy)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+    def plan(items: Sequence[PreparedQuestion]) -> list[tuple[int, ...]]:
+        return [tuple(range(start, min(start + batch_size, len(items))))
+                for start in range(0, len(items), batch_size)]
+
+    plan.description = f"insertion order, batch_size={batch_size}"
+    return plan
+
+
+def check_plan(groups: Sequence[Sequence[int]], count: int) -> None:
+    """A plan must cover every question exactly once; a planner bug must not lose answers."""
+    seen = sorted(index for group in groups for index in group)
+    if seen != list(range(count)) or any(len(group) == 0 for group in groups):
+        raise RuntimeError(f"batch planner returned an invalid plan for {count} questions: {groups!r}")
+
+
+def padding_waste(items: Sequence[PreparedQuestion], groups: Sequence[Sequence[int]],
+                  padded_len: Callable[[int], int] = lambda length: length) -> float:
+    """1 - sum(len_i) / sum(B*L) over the planned batches (spec §12.4)."""
+    real = sum(item.length for item in items)
+    padded = sum(len(group) * padded_len(max(items[i].length for i in group)) for group in groups)
+    return 0.0 if padded == 0 else 1.0 - real / padded

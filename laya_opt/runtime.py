@@ -1,0 +1,165 @@
+"""The Runtime: the composed, transformable object that answers requests.
+
+A Runtime is frozen. Passes build a new one with `dataclasses.replace`, swapping one part: the model
+(new modules, e.g. quantized), the kernels (attention, final head layer), the forward callable
+(compiled) or the batch planner (length-sorted). The FP32 reference is therefore never mutated.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from .batching import Batch, Planner, check_plan, collate, insertion_order_planner
+from .checkpoint import Checkpoint, load_checkpoint
+from .config import AgentConfig, EncoderConfig
+from .decode import Calibration, calibration_from_tables, decode_answer, envelope
+from .model import DEFAULT_KERNELS, Kernels, LayaModel
+from .prompt import PreparedQuestion, prepare_request
+from .tokens import TextCodec
+
+# forward(model, kernels, batch) -> (logits float32 [B, K], action float32 [B, A]), not yet evaluated.
+Forward = Callable[[LayaModel, Kernels, Batch], tuple[mx.array, mx.array]]
+
+
+def eager_forward(model: LayaModel, kernels: Kernels, batch: Batch) -> tuple[mx.array, mx.array]:
+    return model(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype,
+                 kernels=kernels)
+
+
+eager_forward.description = "eager"
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What reached the model for one question: unpadded ids, marker positions and qtype."""
+
+    ids: tuple[int, ...]
+    markers: tuple[int, ...]
+    qtype: int
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Raw outputs of one request, in the caller's question order."""
+
+    prepared: tuple[PreparedQuestion, ...]
+    logits: tuple[np.ndarray, ...]   # float32 per question, length K of its batch (pad slots -1e4)
+    action: tuple[np.ndarray, ...]   # float32 [A] per question
+    inputs: tuple[ModelInput, ...] | None  # filled when traced
+    batch_shapes: tuple[tuple[int, int, int], ...]  # (B, L, K) per forward, as planned
+
+
+@dataclass(frozen=True)
+class Runtime:
+    model: LayaModel
+    codec: TextCodec
+    encoder_config: EncoderConfig
+    agent_config: AgentConfig
+    calibration: Calibration
+    dtype: mx.Dtype
+    identity: str                     # checkpoint hash + dtype; passes append their names
+    kernels: Kernels = DEFAULT_KERNELS
+    planner: Planner = field(default_factory=insertion_order_planner)
+    forward: Forward = eager_forward
+    applied: tuple[str, ...] = ()     # names of the passes applied, in order
+    info: Mapping[str, Any] = field(default_factory=dict)  # free-form facts passes leave for reports
+
+    def replace(self, **changes) -> "Runtime":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ data path
+
+    def prepare(self, state: Any, questions: Mapping) -> tuple[PreparedQuestion, ...]:
+        return prepare_request(state, questions, self.codec, self.agent_config.max_len,
+                               self.agent_config.head_max_len)
+
+    def collate(self, items: Sequence[PreparedQuestion]) -> Batch:
+        return collate(items, self.codec.pad_id)
+
+    def plan(self, prepared: Sequence[PreparedQuestion]) -> list[tuple[int, ...]]:
+        groups = self.planner(prepared)
+        check_plan(groups, len(prepared))
+        return groups
+
+    def execute(self, prepared: Sequence[PreparedQuestion], trace: bool = False) -> Execution:
+        """Plan, collate, run and synchronise each batch; scatter rows back to the caller's order."""
+        count = len(prepared)
+        logits: list[np.ndarray | None] = [None] * count
+        action: list[np.ndarray | None] = [None] * count
+        inputs: list[ModelInput | None] = [None] * count
+        shapes = []
+        for group in self.plan(prepared):
+            batch = self.collate([prepared[i] for i in group])
+            out_logits, out_action = self.forward(self.model, self.kernels, batch)
+            mx.eval(out_logits, out_action)
+            shapes.append(batch.shape)
+            logits_np, action_np = np.array(out_logits), np.array(out_action)
+            if trace:
+                fed = model_inputs(batch)
+            for row, index in enumerate(group):
+                logits[index], action[index] = logits_np[row], action_np[row]
+                if trace:
+                    inputs[index] = fed[row]
+        return Execution(prepared=tuple(prepared), logits=tuple(logits), action=tuple(action),
+                         inputs=tuple(inputs) if trace else None, batch_shapes=tuple(shapes))
+
+    def decode(self, execution: Execution) -> dict:
+        answers = {item.qid: decode_answer(item, logits, action, self.calibration)
+                   for item, logits, action in zip(execution.prepared, execution.logits, execution.action)}
+        return envelope(answers, execution.prepared)
+
+    def predict(self, state: Any, questions: Mapping) -> dict:
+        """End to end: prepare -> plan -> forward -> decode; answers keep the caller's order."""
+        prepared = self.prepare(state, questions)
+        if not prepared:
+            return envelope({}, prepared)
+        return self.decode(self.execute(prepared))
+
+
+def model_inputs(batch: Batch) -> list[ModelInput]:
+    """Strip padding from a collated batch: exactly what the model saw per row."""
+    ids, mask = np.array(batch.input_ids), np.array(batch.attention_mask)
+    markers, marker_mask, qtype = np.array(batch.marker_pos), np.array(batch.marker_mask), np.array(batch.qtype)
+    return [ModelInput(ids=tuple(int(t) for t in ids[row][mask[row]]),
+                       markers=tuple(int(p) for p in markers[row][marker_mask[row]]),
+                       qtype=int(qtype[row])) for row in range(ids.shape[0])]
+
+
+def runtime_from_checkpoint(checkpoint: Checkpoint, batch_size: int = 16) -> Runtime:
+    agent = checkpoint.agent_config
+    from .checkpoint import dtype_name
+
+    return Runtime(model=checkpoint.model, codec=checkpoint.codec, encoder_config=checkpoint.encoder_config,
+                   agent_config=agent, calibration=calibration_from_tables(agent.temperature,
+                                                                           agent.temperature_by_options),
+                   dtype=checkpoint.dtype, identity=f"{checkpoint.weights_sha256[:16]}:{dtype_name(checkpoint.dtype)}",
+                   planner=insertion_order_planner(batch_size), info={"checkpoint": str(checkpoint.path)})
+
+
+def load_runtime(path, dtype: str | mx.Dtype = "float32", batch_size: int = 16) -> Runtime:
+    return runtime_from_checkpoint(load_checkpoint(path, dtype), batch_size)
+
+
+def clone_model(model: nn.Module) -> nn.Module:
+    """A structurally independent copy of the module tree that shares the (immutable) weight arrays.
+
+    Passes that replace modules in place (e.g. `nn.quantize`) work on a clone, so their input
+    runtime keeps its model untouched.
+    """
+    if isinstance(model, nn.Module):
+        clone = copy.copy(model)
+        dict.clear(clone)
+        for key, value in model.items():
+            clone[key] = clone_model(value)
+        return clone
+    if isinstance(model, list):
+        return [clone_model(value) for value in model]
+    if isinstance(model, dict):
+        return {key: clone_model(value) for key, value in model.items()}
+    return model

@@ -20,3 +20,46 @@ def make_tiny_tokenizer() -> Tokenizer:
 @pytest.fixture
 def tiny_codec() -> TextCodec:
     return codec_from_tokenizer(make_tiny_tokenizer(), TINY_SPECIALS)
+
+
+# ----------------------------------------------------------------------------- tiny checkpoints
+
+TINY_ENCODER = {
+    "model_type": "modernbert", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 3, "num_attention_heads": 1, "local_attention": 16, "max_position_embeddings": 256,
+    "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
+    "hidden_activation": "gelu", "norm_eps": 1e-5,
+    "pad_token_id": 0, "cls_token_id": 2, "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3,
+}
+TINY_AGENT = {
+    "encoder": "test/tiny", "head_layers": 1, "max_len": 128, "head_max_len": 32,
+    "act_costs": {"escalate": 0.5}, "temperature": [1.3, 1.1, 2.0], "temperature_by_options": {"choice:2": 1.7},
+}
+
+
+def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None, seed: int = 7,
+                          dtype: str = "float32", layout: str = "upstream"):
+    """Write the spec §14 tiny random checkpoint (overridable) and return its path."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from laya_opt.checkpoint import build_random_model, parse_dtype, save_checkpoint
+    from laya_opt.config import parse_agent_config, parse_encoder_config
+
+    encoder_raw = dict(TINY_ENCODER, **(encoder_overrides or {}))
+    agent_raw = dict(TINY_AGENT, **(agent_overrides or {}))
+    encoder = parse_encoder_config(encoder_raw)
+    agent = parse_agent_config(agent_raw, encoder)
+    model = build_random_model(encoder, agent, seed=seed, dtype=parse_dtype(dtype))
+    with tempfile.TemporaryDirectory() as tmp:
+        tok_dir = Path(tmp) / "tokenizer"
+        tok_dir.mkdir()
+        make_tiny_tokenizer().save(str(tok_dir / "tokenizer.json"))
+        (tok_dir / "tokenizer_config.json").write_text(json.dumps(TINY_SPECIALS))
+        return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tok_dir, layout=layout)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint_dir(tmp_path_factory):
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")

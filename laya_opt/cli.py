@@ -1,0 +1,227 @@
+"""`laya-opt` command line: predict, inspect-prompt, make-checkpoint, run, explain, ..."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .checkpoint import DTYPES
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CHECKPOINT = PROJECT_ROOT / "checkpoints" / "laya-tiny"
+BAD_INPUT = 2  # exit code for invalid input (click uses 2 for usage errors too)
+
+console = Console()
+errors = Console(stderr=True)
+
+
+class InputError(click.ClickException):
+    """A clear one-line error for bad input: no traceback, exit code 2."""
+
+    exit_code = BAD_INPUT
+
+    def show(self, file=None):
+        errors.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False)
+
+
+def fail_on_bad_input(func):
+    """Turn the library's input errors (ValueError, missing files) into InputError."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, FileNotFoundError, FileExistsError, KeyError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise InputError(str(message)) from None
+
+    return wrapper
+
+
+def read_state(value: str, as_json: bool):
+    """`--state TEXT`, or `@path` to read a file; JSON-parse it with --json-state or a .json file."""
+    if value.startswith("@"):
+        path = Path(value[1:])
+        if not path.is_file():
+            raise FileNotFoundError(f"state file {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+        as_json = as_json or path.suffix == ".json"
+    else:
+        text = value
+    if not as_json:
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--state is not valid JSON ({exc})") from None
+
+
+def read_questions(path: Path) -> dict:
+    try:
+        questions = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON ({exc})") from None
+    if not isinstance(questions, dict):
+        raise ValueError(f"{path}: expected a JSON object mapping question id -> definition")
+    return questions
+
+
+def answer_summary(answer: dict) -> tuple[str, str]:
+    kind = answer["type"]
+    if kind == "choice":
+        top = sorted(answer["probabilities"].items(), key=lambda item: -item[1])[:3]
+        return str(answer["choice"]), ", ".join(f"{label} {p:.4f}" for label, p in top)
+    if kind == "score":
+        probs = ", ".join(f"{level} {p:.4f}" for level, p in answer["probabilities"].items())
+        return f"{answer['score']:.4f}", probs
+    return f"P(true) {answer['noul']:.4f}", ""
+
+
+def answers_table(result: dict) -> Table:
+    table = Table(title=f"{len(result['answers'])} answers, {result['usage']['input_tokens']} input tokens")
+    for column in ("question", "type", "answer", "confidence", "answer_confidence", "act_probability", "probabilities"):
+        table.add_column(column)
+    for qid, answer in result["answers"].items():
+        value, probs = answer_summary(answer)
+        table.add_row(qid, answer["type"], value, f"{answer['confidence']:.4f}", f"{answer['answer_confidence']:.4f}",
+                      f"{answer['action']['act_probability']:.4f}", probs)
+    return table
+
+
+checkpoint_option = click.option(
+    "--checkpoint", "checkpoint", type=click.Path(path_type=Path), default=DEFAULT_CHECKPOINT, show_default=True,
+    help="Checkpoint directory (upstream or laya-mlx layout).")
+state_option = click.option("--state", "state", required=True, help="State text, or @FILE to read it from a file.")
+json_state_option = click.option("--json-state", is_flag=True, help="Parse the state as JSON (dict or turn list).")
+questions_option = click.option("--questions", "questions_file", required=True,
+                                type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                                help="JSON file: question id -> definition (spec §6).")
+dtype_option = click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True,
+                            help="Weights and activations dtype.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """laya-opt: make the Laya decision model fast without making it wrong.
+
+    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint) and run
+    fidelity-gated optimization experiments (run, explain).
+    """
+
+
+@main.command()
+@checkpoint_option
+@state_option
+@json_state_option
+@questions_option
+@dtype_option
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Questions per forward pass (insertion order).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON response envelope instead of a table.")
+@fail_on_bad_input
+def predict(checkpoint, state, json_state, questions_file, dtype, batch_size, as_json):
+    """Answer typed questions about a state with one forward pass per batch."""
+    from .runtime import load_runtime
+
+    questions = read_questions(questions_file)
+    runtime = load_runtime(checkpoint, dtype=dtype, batch_size=batch_size)
+    result = runtime.predict(read_state(state, json_state), questions)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        console.print(answers_table(result))
+
+
+@main.command("inspect-prompt")
+@checkpoint_option
+@state_option
+@json_state_option
+@questions_option
+@click.option("--question", "only", multiple=True, help="Only show these question ids (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print ids, markers and tokens as JSON.")
+@fail_on_bad_input
+def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json):
+    """Show the exact token sequence each question feeds the model, with option markers."""
+    from .checkpoint import read_configs, resolve_checkpoint_dir
+    from .prompt import prepare_request, render_tokens
+    from .tokens import load_codec
+
+    path = resolve_checkpoint_dir(checkpoint)
+    _, agent, _ = read_configs(path)  # no weights needed to inspect a prompt
+    codec = load_codec(path / "tokenizer")
+    prepared = prepare_request(read_state(state, json_state), read_questions(questions_file), codec,
+                               agent.max_len, agent.head_max_len)
+    unknown = set(only) - {item.qid for item in prepared}
+    if unknown:
+        raise ValueError(f"--question: unknown question id(s) {', '.join(sorted(unknown))}")
+    selected = [item for item in prepared if not only or item.qid in only]
+    if as_json:
+        click.echo(json.dumps([{"qid": item.qid, "type": item.type_name, "qtype": item.qtype, "ids": list(item.ids),
+                                "markers": list(item.markers), "options": list(item.option_keys),
+                                "tokens": [row[2] for row in render_tokens(item, codec)]}
+                               for item in selected], ensure_ascii=False, indent=2))
+        return
+    styles = {"cls": "bold magenta", "sep": "bold magenta", "marker": "bold yellow", "header": "cyan",
+              "option": "green", "state": ""}
+    for item in selected:
+        console.rule(f"{item.qid} ({item.type_name}, qtype {item.qtype}): {item.length} tokens, "
+                     f"markers at {list(item.markers)}")
+        line = [f"[{styles[role]}]{token}[/]" if styles[role] else token
+                for _, _, token, role in render_tokens(item, codec)]
+        console.print(" ".join(line), markup=True, highlight=False)
+
+
+@main.command("make-checkpoint")
+@click.option("--arch", type=click.Choice(["laya-large", "laya-multilingual", "tiny"]), required=True,
+              help="Published sizes (spec §2) or the stand-in's architecture.")
+@click.option("--random", "random_weights", is_flag=True, required=True,
+              help="Random weights (the only source: nothing is downloaded).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float16", show_default=True)
+@click.option("--tokenizer", "tokenizer_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=PROJECT_ROOT / "checkpoints" / "tokenizer", show_default=True,
+              help="Tokenizer folder to ship (the project's BPE tokenizer).")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@fail_on_bad_input
+def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
+    """Write a complete upstream-layout checkpoint with random weights at a real size (never committed)."""
+    from .checkpoint import load_checkpoint
+    from .config import parameter_count
+    from .synth import write_random_checkpoint
+
+    if not random_weights:
+        raise ValueError("only --random checkpoints can be made (laya-opt never downloads weights)")
+    path = write_random_checkpoint(arch, out_dir, seed=seed, dtype=dtype, tokenizer_dir=tokenizer_dir)
+    loaded = load_checkpoint(path, dtype=dtype)
+    total = parameter_count(loaded.encoder_config, loaded.agent_config)
+    console.print(f"wrote {path} ({arch}, {dtype}, seed {seed}): {total:,} parameters, "
+                  f"{(path / 'model.safetensors').stat().st_size:,} bytes of weights; strict load OK")
+
+
+def _register_optional_commands() -> None:
+    # Commands that live in their own modules (experiment runner, sensitivity); registered when present.
+    import importlib
+
+    for module_name, names in (("laya_opt.cli_run", ("run", "explain", "bench")),
+                               ("laya_opt.cli_quant", ("sensitivity",))):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        for name in names:
+            command = getattr(module, name, None)
+            if isinstance(command, click.Command):
+                main.add_command(command, name)
+
+
+_register_optional_commands()
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Random real-format checkpoints at published sizes, for speed work at true scale (never committed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .checkpoint import build_random_model, parse_dtype, save_checkpoint
+from .config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from .tokens import load_codec
+
+
+def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype: str = "float16",
+                            tokenizer_dir: str | Path = "checkpoints/tokenizer") -> Path:
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise FileExistsError(f"output directory {out_dir} already exists")
+    codec = load_codec(tokenizer_dir)
+    encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES[arch])
+    if codec.vocab_size > encoder_raw["vocab_size"]:
+        raise ValueError(f"tokenizer {tokenizer_dir} has {codec.vocab_size} tokens, more than the "
+                         f"{arch} vocabulary of {encoder_raw['vocab_size']}")
+    # Hugging Face builds the encoder from these ids: they must exist in this vocabulary (spec §13.22).
+    encoder_raw.update(pad_token_id=codec.pad_id, cls_token_id=codec.cls_id, sep_token_id=codec.sep_id,
+                       bos_token_id=codec.cls_id, eos_token_id=codec.sep_id, architectures=["ModernBertModel"])
+    agent_raw.update(temperature=[1.0, 1.0, 1.0], temperature_by_options={}, amp_dtype="bf16",
+                     training={"source": f"laya-opt make-checkpoint --arch {arch} --random --seed {seed}"})
+    encoder = parse_encoder_config(encoder_raw)
+    agent = parse_agent_config(agent_raw, encoder)
+    model = build_random_model(encoder, agent, seed=seed, dtype=parse_dtype(dtype))
+    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir)

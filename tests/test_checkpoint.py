@@ -1,0 +1,165 @@
+import json
+import shutil
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+from laya_opt.checkpoint import (load_checkpoint, map_names, save_like, to_mlx_name, to_upstream_name)
+
+from conftest import write_tiny_checkpoint
+
+
+def _forward(model):
+    ids = mx.array([[2, 5, 3, 4, 5, 4, 5, 3, 5, 5, 3, 0, 0], [2, 5, 3, 4, 1, 3, 5, 3, 0, 0, 0, 0, 0]], dtype=mx.int32)
+    mask = ids != 0
+    marker_pos = mx.array([[3, 5], [3, 0]], dtype=mx.int32)
+    logits, action = model(ids, mask, marker_pos, marker_pos > 0, mx.array([0, 2], dtype=mx.int32))
+    mx.eval(logits, action)
+    return np.array(logits), np.array(action)
+
+
+def _rewrite_weights(path, edit):
+    tensors = mx.load(str(path / "model.safetensors"))
+    edit(tensors)
+    mx.save_safetensors(str(path / "model.safetensors"), tensors)
+
+
+def test_name_mapping_is_idempotent_and_reversible():
+    cases = {"head.layers.0.self_attn.in_proj_weight": "head.layers.0.self_attn.in_proj.weight",
+             "head.layers.1.self_attn.in_proj_bias": "head.layers.1.self_attn.in_proj.bias",
+             "scorer.3.bias": "scorer.layers.3.bias", "act_head.0.weight": "act_head.layers.0.weight",
+             "encoder.layers.3.attn.Wqkv.weight": "encoder.layers.3.attn.Wqkv.weight"}
+    for upstream, mlx_name in cases.items():
+        assert to_mlx_name(upstream) == mlx_name
+        assert to_mlx_name(mlx_name) == mlx_name
+        assert to_upstream_name(mlx_name) == upstream
+
+
+def test_two_sources_for_one_target_is_an_error():
+    with pytest.raises(ValueError, match="both map to 'scorer.layers.3.bias'"):
+        map_names({"scorer.3.bias": mx.zeros(1), "scorer.layers.3.bias": mx.zeros(1)})
+
+
+def test_upstream_file_uses_pytorch_names(tiny_checkpoint_dir):
+    names = set(mx.load(str(tiny_checkpoint_dir / "model.safetensors")))
+    assert "head.layers.0.self_attn.in_proj_weight" in names and "scorer.3.weight" in names
+    assert "act_head.2.bias" in names and "temperature" in names
+    assert "encoder.layers.0.attn_norm.weight" not in names and "encoder.layers.1.attn_norm.weight" in names
+
+
+def test_strict_binding_reports_every_problem_at_once(tmp_path, tiny_checkpoint_dir):
+    path = tmp_path / "broken"
+    shutil.copytree(tiny_checkpoint_dir, path)
+
+    def edit(tensors):
+        tensors["type_emb.weight"] = mx.zeros((4, 64))          # wrong shape
+        del tensors["scorer.3.bias"]                             # missing
+        tensors["encoder.layers.0.attn_norm.weight"] = mx.ones(64)  # unexpected (layer 0 has none)
+    _rewrite_weights(path, edit)
+    with pytest.raises(ValueError) as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert "scorer.layers.3.bias" in message and "missing" in message
+    assert "encoder.layers.0.attn_norm.weight" in message and "unexpected" in message
+    assert "type_emb.weight: checkpoint (4, 64) vs model (3, 64)" in message
+
+
+def test_missing_temperature_buffer_is_refused(tmp_path, tiny_checkpoint_dir):
+    path = tmp_path / "notemp"
+    shutil.copytree(tiny_checkpoint_dir, path)
+    _rewrite_weights(path, lambda tensors: tensors.pop("temperature"))
+    with pytest.raises(ValueError, match="temperature"):
+        load_checkpoint(path)
+
+
+def test_integer_tensor_where_float_expected_is_refused(tmp_path, tiny_checkpoint_dir):
+    path = tmp_path / "intw"
+    shutil.copytree(tiny_checkpoint_dir, path)
+    _rewrite_weights(path, lambda t: t.__setitem__("type_emb.weight", mx.zeros((3, 64), dtype=mx.int32)))
+    with pytest.raises(ValueError, match="wrong dtype kind: type_emb.weight"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("missing", ["model.safetensors", "rl_agent_config.json", "encoder/config.json",
+                                     "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json"])
+def test_missing_files_are_named(tmp_path, tiny_checkpoint_dir, missing):
+    path = tmp_path / "partial"
+    shutil.copytree(tiny_checkpoint_dir, path)
+    (path / missing).unlink()
+    with pytest.raises(FileNotFoundError, match=missing.split("/")[-1]):
+        load_checkpoint(path)
+
+
+def test_nonexistent_directory_is_not_downloaded(tmp_path):
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        load_checkpoint(tmp_path / "convaiinnovations" / "laya")
+
+
+def test_corrupt_weights_file_is_named(tmp_path, tiny_checkpoint_dir):
+    path = tmp_path / "corrupt"
+    shutil.copytree(tiny_checkpoint_dir, path)
+    (path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="model.safetensors"):
+        load_checkpoint(path)
+
+
+def test_invalid_config_json_is_named(tmp_path, tiny_checkpoint_dir):
+    path = tmp_path / "badjson"
+    shutil.copytree(tiny_checkpoint_dir, path)
+    (path / "rl_agent_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="rl_agent_config.json"):
+        load_checkpoint(path)
+
+
+def test_tokenizer_larger_than_vocabulary_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="embedding rows"):
+        load_checkpoint(write_tiny_checkpoint(tmp_path / "small", encoder_overrides={"vocab_size": 4}))
+
+
+@pytest.mark.parametrize("layout", ["upstream", "mlx"])
+def test_save_load_round_trip_is_exact(tmp_path, tiny_checkpoint_dir, layout):
+    original = load_checkpoint(tiny_checkpoint_dir)
+    out = save_like(original, original.model, tmp_path / f"copy-{layout}", layout=layout)
+    reloaded = load_checkpoint(out)
+    before, after = dict(tree_flatten(original.model.parameters())), dict(tree_flatten(reloaded.model.parameters()))
+    assert before.keys() == after.keys()
+    assert all(np.array_equal(np.array(before[k]), np.array(after[k])) for k in before)
+    for a, b in zip(_forward(original.model), _forward(reloaded.model)):
+        assert np.array_equal(a, b)
+    if layout == "mlx":
+        meta = json.loads((out / "mlx_config.json").read_text())
+        assert meta == {"model_type": "laya", "dtype": "float32"}
+        assert "scorer.layers.3.bias" in mx.load(str(out / "model.safetensors"))
+
+
+def test_save_refuses_existing_directory_and_leaves_nothing(tmp_path, tiny_checkpoint_dir):
+    original = load_checkpoint(tiny_checkpoint_dir)
+    target = tmp_path / "exists"
+    target.mkdir()
+    with pytest.raises(FileExistsError):
+        save_like(original, original.model, target)
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_load_casts_floats_and_runs(tiny_checkpoint_dir, dtype):
+    checkpoint = load_checkpoint(tiny_checkpoint_dir, dtype=dtype)
+    assert {v.dtype for _, v in tree_flatten(checkpoint.model.parameters())} == {getattr(mx, dtype)}
+    logits, action = _forward(checkpoint.model)
+    assert logits.dtype == np.float32 and action.dtype == np.float32
+    assert np.isfinite(logits).all() and np.isfinite(action).all()
+    reference = _forward(load_checkpoint(tiny_checkpoint_dir).model)
+    assert np.abs(logits - reference[0]).max() < 0.1
+
+
+def test_unknown_dtype_is_refused(tiny_checkpoint_dir):
+    with pytest.raises(ValueError, match="unknown dtype 'float64'"):
+        load_checkpoint(tiny_checkpoint_dir, dtype="float64")
+
+
+def test_weights_hash_identifies_the_file(tmp_path, tiny_checkpoint_dir):
+    first = load_checkpoint(tiny_checkpoint_dir).weights_sha256
+    other = load_checkpoint(write_tiny_checkpoint(tmp_path / "seed8", seed=8)).weights_sha256
+    assert first != other and len(first) == 64

@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from .tokens import TextCodec
 
 QTYPES = ("choice", "score", "noul")
 
@@ -206,7 +209,8 @@ def _choice_options(qid: Any, criteria: Any, _labels: Any) -> tuple[tuple[str, .
 
 def _score_options(qid: Any, criteria: Any, _labels: Any) -> tuple[tuple[str, ...], tuple[str, ...], tuple]:
     if not isinstance(criteria, list):
-        raise _fail(qid, f"score criteria must be a non-empty list of level descriptions, got {type(criteria).__name__}")
+        raise _fail(qid, "score criteria must be a non-empty list of level descriptions, "
+                         f"got {type(criteria).__name__}")
     if not criteria:
         raise _fail(qid, "score criteria are empty")
     for level, value in enumerate(criteria):
@@ -309,7 +313,7 @@ def check_budgets(max_len: Any, head_max_len: Any) -> None:
         raise ValueError(f"need 4 < head_max_len < max_len, got head_max_len={head_max_len}, max_len={max_len}")
 
 
-def _option_pieces(spec: QuestionSpec, codec, head_max_len: int) -> list[list[int]]:
+def _option_pieces(spec: QuestionSpec, codec: TextCodec, head_max_len: int) -> list[list[int]]:
     pieces = [[codec.mask_id] + codec.encode(" " + clean_mask_literals(text, codec.mask_token))[:OPTION_TOKEN_CAP]
               for text in spec.option_texts]
     if head_max_len - sum(map(len, pieces)) < HEAD_OPTION_SLACK:
@@ -318,7 +322,7 @@ def _option_pieces(spec: QuestionSpec, codec, head_max_len: int) -> list[list[in
     return pieces
 
 
-def build_prefix(spec: QuestionSpec, codec, head_max_len: int) -> QuestionPrefix:
+def build_prefix(spec: QuestionSpec, codec: TextCodec, head_max_len: int) -> QuestionPrefix:
     """Steps 1-6 of §7.3; the result depends only on the question, the codec and head_max_len (cacheable)."""
     header_ids = codec.encode(f"{spec.type_name} question: {clean_mask_literals(spec.instructions, codec.mask_token)}")
     pieces = _option_pieces(spec, codec, head_max_len)
@@ -332,13 +336,13 @@ def build_prefix(spec: QuestionSpec, codec, head_max_len: int) -> QuestionPrefix
     return QuestionPrefix(ids=tuple(ids), markers=tuple(markers))
 
 
-def tokenize_state(state: Any, codec) -> StateTokens:
+def tokenize_state(state: Any, codec: TextCodec) -> StateTokens:
     """Serialise, clean and tokenize the state once per request (§7.5); list states are conversations."""
     text = clean_mask_literals(serialize_state(state), codec.mask_token)
     return StateTokens(ids=tuple(codec.encode(text)), keep_end=isinstance(state, (list, tuple)))
 
 
-def assemble_question(spec: QuestionSpec, prefix: QuestionPrefix, state: StateTokens, codec, max_len: int,
+def assemble_question(spec: QuestionSpec, prefix: QuestionPrefix, state: StateTokens, codec: TextCodec, max_len: int,
                       head_max_len: int) -> PreparedQuestion:
     """Steps 7-10 of §7.3: fit the state into the room left, cut to max_len, require every marker to survive."""
     room = max(0, max_len - len(prefix.ids) - 1)
@@ -350,7 +354,8 @@ def assemble_question(spec: QuestionSpec, prefix: QuestionPrefix, state: StateTo
                             option_keys=spec.option_keys, legend=spec.legend)
 
 
-def prepare_request(state: Any, questions: Any, codec, max_len: int, head_max_len: int) -> tuple[PreparedQuestion, ...]:
+def prepare_request(state: Any, questions: Any, codec: TextCodec, max_len: int,
+                    head_max_len: int) -> tuple[PreparedQuestion, ...]:
     """Validate, render and tokenize every question of one request, in the caller's order (§6-§7)."""
     check_budgets(max_len, head_max_len)
     specs = validate_questions(questions)
@@ -404,7 +409,7 @@ def _options_end(prepared: PreparedQuestion, sep_id: int) -> int:
     return len(prepared.ids)
 
 
-def render_tokens(prepared: PreparedQuestion, codec) -> list[RenderedToken]:
+def render_tokens(prepared: PreparedQuestion, codec: TextCodec) -> list[RenderedToken]:
     """(index, id, token string, role) for every position, for `inspect-prompt`."""
     tokens = codec.decode_tokens(prepared.ids)
     roles = token_roles(prepared, codec.sep_id)

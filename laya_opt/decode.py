@@ -1,0 +1,230 @@
+"""Calibration tables and answer decoding (spec §3.3, §9)."""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .prompt import QTYPES, PreparedQuestion
+
+TEMP_MIN = 0.5
+TEMP_MAX = 5.0
+FALLBACK_TEMPERATURE = 1.0   # replaces non-numeric and non-finite table entries
+MIN_DIVISOR = 1e-3           # guards a hand-built Calibration; clamped tables never get near it
+OPTION_BUCKETS = ("2", "3-5", "6-10", "11+")
+ENTROPY_FLOOR = 1e-12
+ROUND_DIGITS = 4
+MODEL_NAME = "laya-rl-agent"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Clamped temperature tables (used) next to the tables as configured (kept for reporting)."""
+
+    temperature: tuple[float, float, float] = (1.0, 1.0, 1.0)           # [choice, score, noul]
+    temperature_by_options: dict[str, float] = field(default_factory=dict, hash=False)  # "<type>:<size>" -> t
+    temperature_raw: tuple = (1.0, 1.0, 1.0)
+    temperature_by_options_raw: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Calibration tables (§3.3)
+
+
+def _clamp_temperature(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
+        return FALLBACK_TEMPERATURE
+    value = float(raw)
+    if not math.isfinite(value):
+        return FALLBACK_TEMPERATURE
+    return min(TEMP_MAX, max(TEMP_MIN, value))
+
+
+def _was_changed(raw: Any, clamped: float) -> bool:
+    # NaN != NaN, and non-numbers never equal a float here, so both count as changed.
+    return isinstance(raw, bool) or not isinstance(raw, numbers.Real) or not raw == clamped
+
+
+def _check_bucket_key(key: Any) -> None:
+    parts = key.split(":") if isinstance(key, str) else []
+    if len(parts) != 2 or parts[0] not in QTYPES or parts[1] not in OPTION_BUCKETS:
+        raise ValueError(f"temperature_by_options key {key!r} must look like '<type>:<size>' with type in "
+                         f"{', '.join(QTYPES)} and size in {', '.join(OPTION_BUCKETS)}")
+
+
+def _per_type_entries(temperature: Any) -> list:
+    if isinstance(temperature, (str, bytes, Mapping)) or not isinstance(temperature, (Sequence, np.ndarray)):
+        raise ValueError(f"temperature must be a list of 3 numbers [choice, score, noul], got {temperature!r}")
+    entries = list(temperature)
+    if len(entries) != len(QTYPES):
+        raise ValueError(f"temperature must have exactly 3 entries [choice, score, noul], got {len(entries)}")
+    return entries
+
+
+def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0),
+                            temperature_by_options: Any = None) -> Calibration:
+    """Validate and clamp both tables to [0.5, 5.0]; one RuntimeWarning lists every entry that changed."""
+    entries = _per_type_entries(temperature)
+    raw_buckets = {} if temperature_by_options is None else temperature_by_options
+    if not isinstance(raw_buckets, Mapping):
+        raise ValueError(f"temperature_by_options must be a dict, got {type(raw_buckets).__name__}")
+    for key in raw_buckets:
+        _check_bucket_key(key)  # all keys checked before any warning is emitted
+    per_type = tuple(_clamp_temperature(raw) for raw in entries)
+    buckets = {key: _clamp_temperature(raw) for key, raw in raw_buckets.items()}
+    changes = [f"temperature[{index}] ({QTYPES[index]}): {raw!r} -> {value}"
+               for index, (raw, value) in enumerate(zip(entries, per_type)) if _was_changed(raw, value)]
+    changes += [f"temperature_by_options[{key!r}]: {raw!r} -> {buckets[key]}"
+                for key, raw in raw_buckets.items() if _was_changed(raw, buckets[key])]
+    if changes:
+        warnings.warn(f"temperatures clamped to [{TEMP_MIN}, {TEMP_MAX}] (non-numeric or non-finite -> "
+                      f"{FALLBACK_TEMPERATURE}): " + "; ".join(changes), RuntimeWarning, stacklevel=2)
+    return Calibration(temperature=per_type, temperature_by_options=buckets, temperature_raw=tuple(entries),
+                       temperature_by_options_raw=dict(raw_buckets))
+
+
+def option_bucket(k: int) -> str:
+    """Size bucket of §9: 2 (k <= 2), 3-5, 6-10, 11+."""
+    if k <= 2:
+        return "2"
+    if k <= 5:
+        return "3-5"
+    if k <= 10:
+        return "6-10"
+    return "11+"
+
+
+def temperature_for(calibration: Calibration, type_name: str, k: int) -> float:
+    """The bucket override if present, else the per-type temperature."""
+    if type_name not in QTYPES:
+        raise ValueError(f"unknown question type {type_name!r}; expected one of {', '.join(QTYPES)}")
+    bucket = f"{type_name}:{option_bucket(k)}"
+    if bucket in calibration.temperature_by_options:
+        return calibration.temperature_by_options[bucket]
+    return calibration.temperature[QTYPES.index(type_name)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Probabilities (float32 on the host, like upstream)
+
+
+def _softmax32(values: np.ndarray) -> np.ndarray:
+    shifted = values.astype(np.float32) - np.max(values).astype(np.float32)
+    exps = np.exp(shifted, dtype=np.float32)
+    return exps / np.sum(exps, dtype=np.float32)
+
+
+def _real_logits(prepared: PreparedQuestion, logits_row: Any) -> np.ndarray:
+    """The first k logits as float32; slots past k are padding (-1e4) and are never read."""
+    row = np.asarray(logits_row, dtype=np.float32)
+    k = prepared.option_count
+    if row.ndim != 1 or row.shape[0] < k:
+        raise ValueError(f"question {prepared.qid}: need a 1-D logits row with at least {k} slots, "
+                         f"got shape {row.shape}")
+    if k == 0:
+        raise ValueError(f"question {prepared.qid}: has no options to decode")
+    logits = row[:k]
+    if not np.all(np.isfinite(logits)):
+        raise FloatingPointError(f"question {prepared.qid}: non-finite logits {logits.tolist()}; retry in float32")
+    return logits
+
+
+def _probabilities32(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
+    logits = _real_logits(prepared, logits_row)
+    temperature = temperature_for(calibration, prepared.type_name, prepared.option_count)
+    return _softmax32(logits / np.float32(max(MIN_DIVISOR, temperature)))
+
+
+def answer_probabilities(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
+    """Calibrated option probabilities, un-rounded: the float32 softmax widened exactly to float64."""
+    return _probabilities32(prepared, logits_row, calibration).astype(np.float64)
+
+
+def act_probability(action_row: Any, qid: Any = None) -> float:
+    """softmax(action)[0], the probability of answering rather than escalating (reported, never gated on)."""
+    row = np.asarray(action_row, dtype=np.float32)
+    where = f"question {qid}: " if qid is not None else ""
+    if row.ndim != 1 or row.shape[0] < 1:
+        raise ValueError(f"{where}need a 1-D action row, got shape {row.shape}")
+    if not np.all(np.isfinite(row)):
+        raise FloatingPointError(f"{where}non-finite action logits {row.tolist()}; retry in float32")
+    return float(_softmax32(row)[0])
+
+
+def entropy_confidence(probabilities: np.ndarray) -> float:
+    """clip(1 - H(p)/log k, 0, 1) for choice and score; 1.0 when k < 2."""
+    p = np.asarray(probabilities, dtype=np.float32)
+    if p.shape[0] < 2:
+        return 1.0
+    log_p = np.log(np.clip(p, np.float32(ENTROPY_FLOOR), np.float32(1.0)))
+    entropy = -np.sum(p * log_p, dtype=np.float32)
+    return float(np.clip(np.float32(1.0) - entropy / np.float32(math.log(p.shape[0])), 0.0, 1.0))
+
+
+def noul_confidence(probabilities: np.ndarray) -> float:
+    """max(p_true, 1 - p_true)."""
+    p_true = np.float32(probabilities[1])
+    return float(max(p_true, np.float32(1.0) - p_true))
+
+
+def expected_level(probabilities: np.ndarray) -> float:
+    """Score answer: sum of i * p_i with zero-based levels."""
+    p = np.asarray(probabilities, dtype=np.float32)
+    return float(np.sum(np.arange(p.shape[0], dtype=np.float32) * p, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Public answer fields (§9)
+
+
+def round4(value: Any) -> float:
+    """Python round on the binary64 value: ties to even on the exact binary fraction (round(0.03125, 4) = 0.0312)."""
+    return round(float(value), ROUND_DIGITS)
+
+
+def _choice_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
+    if prepared.option_count == 1:
+        probabilities = {prepared.option_keys[0]: 1.0}  # softmax of one logit, stated exactly
+    else:
+        probabilities = {key: finish(value) for key, value in zip(prepared.option_keys, p)}
+    return {"choice": prepared.option_keys[int(np.argmax(p))], "probabilities": probabilities,
+            "confidence": finish(entropy_confidence(p))}
+
+
+def _score_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
+    return {"score": finish(expected_level(p)),
+            "legend": {str(level): value for level, value in enumerate(prepared.legend)},
+            "probabilities": {key: finish(value) for key, value in zip(prepared.option_keys, p)},
+            "confidence": finish(entropy_confidence(p))}
+
+
+def _noul_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
+    return {"noul": finish(p[1]), "confidence": finish(noul_confidence(p))}
+
+
+_TYPE_FIELDS = {"choice": _choice_fields, "score": _score_fields, "noul": _noul_fields}
+
+
+def decode_answer(prepared: PreparedQuestion, logits_row: Any, action_row: Any, calibration: Calibration,
+                  *, rounded: bool = True) -> dict:
+    """One public answer with the field order of §9; `rounded=False` keeps full float values for fidelity tools."""
+    if prepared.type_name not in _TYPE_FIELDS:
+        raise ValueError(f"question {prepared.qid}: unknown type {prepared.type_name!r}")
+    finish = round4 if rounded else float
+    p = _probabilities32(prepared, logits_row, calibration)
+    answer = {"type": prepared.type_name}
+    answer.update(_TYPE_FIELDS[prepared.type_name](prepared, p, finish))
+    answer["answer_confidence"] = finish(np.max(p))
+    answer["action"] = {"act_probability": finish(act_probability(action_row, prepared.qid))}
+    return answer
+
+
+def envelope(answers: Mapping, prepared: Sequence[PreparedQuestion]) -> dict:
+    """The response body: answers in the caller's order and unpadded input-token usage."""
+    return {"model": MODEL_NAME, "answers": dict(answers),
+            "usage": {"input_tokens": sum(len(item.ids) for item in prepared), "output_tokens": 0}}

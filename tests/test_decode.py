@@ -1,0 +1,332 @@
+"""Calibration tables (§3.3) and answer decoding (§9)."""
+from __future__ import annotations
+
+import math
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from laya_opt.decode import (
+    Calibration,
+    act_probability,
+    answer_probabilities,
+    calibration_from_tables,
+    decode_answer,
+    entropy_confidence,
+    envelope,
+    option_bucket,
+    round4,
+    temperature_for,
+)
+from laya_opt.prompt import PreparedQuestion, prepare_request
+
+IDENTITY = Calibration()
+ENGLISH_TEMPERATURE = [1.6369030475616455, 1.2514300346374512, 1.983399510383606]
+ENGLISH_BUCKETS = {"choice:2": 1.9063563346862793, "choice:3-5": 1.7601518630981445,
+                   "choice:6-10": 1.0000158548355103, "choice:11+": 0.10058280825614929,
+                   "score:3-5": 1.2514300346374512, "noul:2": 1.983399510383606}
+
+
+def question(type_name: str, keys, legend=(), qid="q") -> PreparedQuestion:
+    keys = tuple(keys)
+    return PreparedQuestion(qid=qid, type_name=type_name, qtype=("choice", "score", "noul").index(type_name),
+                            ids=tuple(range(10 + len(keys))), markers=tuple(range(5, 5 + len(keys))),
+                            option_keys=keys, legend=tuple(legend))
+
+
+def row(*values) -> np.ndarray:
+    return np.array(values, dtype=np.float32)
+
+
+def reference_softmax(logits, temperature=1.0) -> np.ndarray:
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
+    exps = np.exp(scaled - scaled.max())
+    return exps / exps.sum()
+
+
+ACTION = row(2.0, -1.0)
+
+
+def quiet_calibration(temperature, buckets=None) -> Calibration:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # these tables must not need clamping
+        return calibration_from_tables(temperature, buckets)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Calibration tables
+
+
+def test_tables_within_range_are_kept_without_warning():
+    calibration = quiet_calibration([1.3, 1.1, 2], {"choice:2": 1.7})
+    assert calibration.temperature == (1.3, 1.1, 2.0)
+    assert calibration.temperature_by_options == {"choice:2": 1.7}
+    assert all(isinstance(value, float) for value in calibration.temperature)
+
+
+def test_english_choice_11_plus_is_clamped_to_half_with_one_warning():
+    with pytest.warns(RuntimeWarning) as record:
+        calibration = calibration_from_tables(ENGLISH_TEMPERATURE, ENGLISH_BUCKETS)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "temperature_by_options['choice:11+']: 0.10058280825614929 -> 0.5" in message
+    assert "choice:2" not in message
+    assert calibration.temperature_by_options["choice:11+"] == 0.5
+    assert calibration.temperature_by_options["choice:2"] == 1.9063563346862793
+    assert calibration.temperature_by_options_raw["choice:11+"] == 0.10058280825614929
+    assert calibration.temperature == tuple(ENGLISH_TEMPERATURE)
+
+
+def test_every_changed_entry_is_listed_in_a_single_warning():
+    raw = [float("nan"), 10, "abc"]
+    buckets = {"noul:2": float("inf"), "score:11+": 0.1006, "choice:3-5": None, "choice:6-10": True,
+               "score:2": -float("inf"), "choice:2": 1.5}
+    with pytest.warns(RuntimeWarning) as record:
+        calibration = calibration_from_tables(raw, buckets)
+    assert len(record) == 1
+    message = str(record[0].message)
+    for fragment in ["temperature[0]", "nan", "temperature[1]", "10", "temperature[2]", "'abc'",
+                     "'noul:2'", "inf", "'score:11+'", "0.1006", "'choice:3-5'", "None", "'choice:6-10'", "True",
+                     "'score:2'"]:
+        assert fragment in message
+    assert "'choice:2'" not in message
+    assert calibration.temperature == (1.0, 5.0, 1.0)
+    assert calibration.temperature_by_options == {"noul:2": 1.0, "score:11+": 0.5, "choice:3-5": 1.0,
+                                                  "choice:6-10": 1.0, "score:2": 1.0, "choice:2": 1.5}
+    assert calibration.temperature_raw[1] == 10 and calibration.temperature_raw[2] == "abc"
+    assert math.isnan(calibration.temperature_raw[0])
+
+
+def test_numpy_numbers_are_numbers():
+    calibration = quiet_calibration(np.array([1.5, 2.0, 3.0], dtype=np.float64), {"noul:2": np.float32(2.0)})
+    assert calibration.temperature == (1.5, 2.0, 3.0)
+    assert calibration.temperature_by_options == {"noul:2": 2.0}
+
+
+def test_default_tables():
+    calibration = quiet_calibration((1.0, 1.0, 1.0), None)
+    assert calibration == Calibration()
+
+
+@pytest.mark.parametrize("temperature", [[1.0, 1.0], [1.0] * 4, [], 1.0, "1.0", None, {"choice": 1.0}])
+def test_temperature_needs_exactly_three_entries(temperature):
+    with pytest.raises(ValueError, match="temperature"):
+        calibration_from_tables(temperature, {})
+
+
+@pytest.mark.parametrize("key", ["choice", "choice:1", "choice:3-4", "multi:2", "choice:2:x", "Choice:2", " noul:2",
+                                 "", 2, None])
+def test_bad_bucket_keys_are_named(key):
+    with pytest.raises(ValueError, match=re.escape(f"key {key!r} must look like")):
+        calibration_from_tables([1.0, 1.0, 1.0], {key: 1.0, "choice:2": 1.2})
+
+
+def test_bad_bucket_key_raises_before_any_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="'bogus'"):
+            calibration_from_tables([float("nan"), 1.0, 1.0], {"bogus": 1.0})
+
+
+def test_bucket_table_must_be_a_dict():
+    with pytest.raises(ValueError, match="temperature_by_options"):
+        calibration_from_tables([1.0, 1.0, 1.0], [("choice:2", 1.0)])
+
+
+@pytest.mark.parametrize("k, bucket", [(0, "2"), (1, "2"), (2, "2"), (3, "3-5"), (5, "3-5"), (6, "6-10"),
+                                       (10, "6-10"), (11, "11+"), (77, "11+")])
+def test_option_buckets(k, bucket):
+    assert option_bucket(k) == bucket
+
+
+def test_temperature_for_uses_bucket_then_type():
+    calibration = quiet_calibration([1.3, 1.1, 2.0], {"choice:2": 1.7, "score:11+": 4.0})
+    assert temperature_for(calibration, "choice", 1) == 1.7
+    assert temperature_for(calibration, "choice", 2) == 1.7
+    assert temperature_for(calibration, "choice", 3) == 1.3
+    assert temperature_for(calibration, "score", 2) == 1.1
+    assert temperature_for(calibration, "score", 11) == 4.0
+    assert temperature_for(calibration, "noul", 2) == 2.0
+    with pytest.raises(ValueError, match="'multi'"):
+        temperature_for(calibration, "multi", 2)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Rounding
+
+
+@pytest.mark.parametrize("value, rounded", [(0.12345, 0.1235), (0.00005, 0.0001), (0.03125, 0.0312),
+                                            (0.09375, 0.0938), (np.float32(0.5), 0.5), (1.0, 1.0),
+                                            (np.float32(0.03125), 0.0312)])
+def test_round4_is_python_round_on_binary64(value, rounded):
+    assert round4(value) == rounded
+    assert type(round4(value)) is float
+
+
+def test_exact_ties_in_decoded_probabilities_round_to_even():
+    keys = [f"o{i}" for i in range(32)]
+    answer = decode_answer(question("choice", keys), np.zeros(32, dtype=np.float32), ACTION, IDENTITY)
+    assert set(answer["probabilities"].values()) == {0.0312}  # exactly 1/32: half-up would give 0.0313
+    assert answer["choice"] == "o0"                           # first argmax on ties
+    assert answer["confidence"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Probabilities and fields
+
+
+def test_choice_fields_and_values():
+    prepared = question("choice", ["billing", "sales", "support"])
+    logits = row(2.0, 0.5, -1.0)
+    calibration = quiet_calibration([1.5, 1.0, 1.0])
+    answer = decode_answer(prepared, logits, ACTION, calibration)
+    assert list(answer) == ["type", "choice", "probabilities", "confidence", "answer_confidence", "action"]
+    p = reference_softmax(logits, 1.5)
+    assert answer["type"] == "choice" and answer["choice"] == "billing"
+    assert list(answer["probabilities"]) == ["billing", "sales", "support"]
+    assert answer["probabilities"] == pytest.approx(dict(zip(prepared.option_keys, p)), abs=6e-5)
+    entropy = -(p * np.log(p)).sum()
+    assert answer["confidence"] == pytest.approx(1 - entropy / math.log(3), abs=6e-5)
+    assert answer["answer_confidence"] == pytest.approx(p.max(), abs=6e-5)
+    assert answer["action"] == {"act_probability": round(float(reference_softmax(ACTION)[0]), 4)}
+
+
+def test_score_fields_and_values():
+    legend = ("low", {"detail": "mid"}, 3)
+    prepared = question("score", ["0", "1", "2"], legend=legend)
+    logits = row(0.1, 1.2, -0.3)
+    answer = decode_answer(prepared, logits, ACTION, IDENTITY)
+    assert list(answer) == ["type", "score", "legend", "probabilities", "confidence", "answer_confidence", "action"]
+    p = reference_softmax(logits)
+    assert answer["score"] == pytest.approx(float((np.arange(3) * p).sum()), abs=6e-5)
+    assert answer["legend"] == {"0": "low", "1": {"detail": "mid"}, "2": 3}
+    assert list(answer["probabilities"]) == ["0", "1", "2"]
+    assert answer["answer_confidence"] == pytest.approx(p.max(), abs=6e-5)
+
+
+def test_noul_fields_and_confidence():
+    prepared = question("noul", ["false", "true"])
+    logits = row(0.3, -1.1)
+    answer = decode_answer(prepared, logits, ACTION, quiet_calibration([1.0, 1.0, 2.0]))
+    assert list(answer) == ["type", "noul", "confidence", "answer_confidence", "action"]
+    p = reference_softmax(logits, 2.0)
+    assert answer["noul"] == pytest.approx(p[1], abs=6e-5)
+    assert answer["confidence"] == pytest.approx(max(p[1], 1 - p[1]), abs=6e-5)
+    assert answer["answer_confidence"] == pytest.approx(p.max(), abs=6e-5)
+
+
+def test_two_level_score_is_in_unit_interval():
+    answer = decode_answer(question("score", ["0", "1"], legend=("low", "high")), row(-3.0, 4.0), ACTION, IDENTITY)
+    assert 0.0 <= answer["score"] <= 1.0 and answer["score"] > 0.99
+
+
+def test_single_option_choice():
+    answer = decode_answer(question("choice", ["only"]), row(-7.25, -1e4), ACTION, IDENTITY)
+    assert answer["choice"] == "only"
+    assert answer["probabilities"] == {"only": 1.0}
+    assert answer["confidence"] == 1.0
+    assert answer["answer_confidence"] == 1.0
+
+
+def test_padding_slots_are_ignored():
+    prepared = question("choice", ["a", "b", "c"])
+    unpadded = decode_answer(prepared, row(1.0, 2.0, 0.5), ACTION, IDENTITY)
+    padded = decode_answer(prepared, row(1.0, 2.0, 0.5, -1e4, float("nan"), float("inf"), 99.0), ACTION, IDENTITY)
+    assert padded == unpadded
+    assert list(padded["probabilities"]) == ["a", "b", "c"]
+
+
+def test_temperature_buckets_change_probabilities():
+    prepared = question("choice", ["a", "b"])
+    logits = row(1.0, 0.0)
+    calibration = quiet_calibration([1.0, 1.0, 1.0], {"choice:2": 4.0})
+    p = answer_probabilities(prepared, logits, calibration)
+    np.testing.assert_allclose(p, reference_softmax(logits, 4.0), atol=1e-6)
+    wide = answer_probabilities(question("choice", ["a", "b", "c"]), row(1.0, 0.0, 0.0), calibration)
+    np.testing.assert_allclose(wide, reference_softmax([1.0, 0.0, 0.0], 1.0), atol=1e-6)
+
+
+def test_answer_probabilities_are_the_float32_softmax_widened():
+    prepared = question("choice", ["a", "b", "c"])
+    logits = row(0.123, -2.5, 1.75)
+    p = answer_probabilities(prepared, logits, quiet_calibration([1.3, 1.0, 1.0]))
+    assert p.dtype == np.float64
+    scaled = logits / np.float32(1.3)
+    exps = np.exp(scaled - scaled.max())
+    expected32 = exps / exps.sum()
+    assert expected32.dtype == np.float32
+    np.testing.assert_array_equal(p, expected32.astype(np.float64))
+    assert p.sum() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_unrounded_answers_match_raw_probabilities():
+    prepared = question("score", ["0", "1", "2", "3"], legend=("a", "b", "c", "d"))
+    logits = row(0.11, 0.37, -0.2, 0.9)
+    raw = decode_answer(prepared, logits, ACTION, IDENTITY, rounded=False)
+    p = answer_probabilities(prepared, logits, IDENTITY)
+    assert list(raw["probabilities"].values()) == list(p)
+    assert raw["action"]["act_probability"] == act_probability(ACTION)
+    rounded = decode_answer(prepared, logits, ACTION, IDENTITY)
+    assert rounded["probabilities"] == {key: round(value, 4) for key, value in raw["probabilities"].items()}
+    assert rounded["score"] == round(raw["score"], 4)
+
+
+def test_entropy_confidence_definition():
+    assert entropy_confidence(np.array([1.0], dtype=np.float32)) == 1.0
+    assert entropy_confidence(np.full(4, 0.25, dtype=np.float32)) == pytest.approx(0.0, abs=1e-6)
+    assert entropy_confidence(np.array([1.0, 0.0, 0.0], dtype=np.float32)) == pytest.approx(1.0, abs=1e-6)
+    p = np.array([0.7, 0.2, 0.1], dtype=np.float32)
+    expected = 1 - (-(p.astype(np.float64) * np.log(p)).sum()) / math.log(3)
+    assert entropy_confidence(p) == pytest.approx(expected, abs=1e-6)
+    assert 0.0 <= entropy_confidence(np.array([0.5, 0.5], dtype=np.float32)) <= 1.0
+
+
+def test_act_probability():
+    assert act_probability(row(0.0, 0.0)) == 0.5
+    assert act_probability(row(4000.0, -4000.0)) == 1.0  # saturated head, as shipped
+    assert act_probability(row(1.0, 3.0)) == pytest.approx(reference_softmax([1.0, 3.0])[0], abs=1e-7)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_logits_name_the_question(bad):
+    prepared = question("choice", ["a", "b"], qid="ticket_42")
+    with pytest.raises(FloatingPointError, match="ticket_42"):
+        decode_answer(prepared, row(0.0, bad), ACTION, IDENTITY)
+    with pytest.raises(FloatingPointError, match="ticket_42"):
+        answer_probabilities(prepared, row(bad, 0.0, 0.0), IDENTITY)
+    with pytest.raises(FloatingPointError, match="ticket_42"):
+        decode_answer(prepared, row(0.0, 1.0), row(bad, 0.0), IDENTITY)
+
+
+def test_short_logits_row_names_the_question():
+    with pytest.raises(ValueError, match="ticket_7"):
+        decode_answer(question("choice", ["a", "b", "c"], qid="ticket_7"), row(1.0, 2.0), ACTION, IDENTITY)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Envelope and a prepared request end to end
+
+
+def test_envelope_usage_counts_unpadded_ids(tiny_codec):
+    questions = {"topic": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]},
+                 "level": {"type": "score", "instructions": "x", "criteria": ["low", "high"]},
+                 "yes": {"type": "noul", "instructions": "x"}}
+    prepared = prepare_request("hello " * 5, questions, tiny_codec, 128, 32)
+    calibration = quiet_calibration([1.3, 1.1, 2.0], {"choice:2": 1.7})
+    answers = {item.qid: decode_answer(item, np.linspace(-1, 1, 4, dtype=np.float32), ACTION, calibration)
+               for item in prepared}
+    body = envelope(answers, prepared)
+    assert list(body) == ["model", "answers", "usage"]
+    assert body["model"] == "laya-rl-agent"
+    assert list(body["answers"]) == ["topic", "level", "yes"]
+    assert body["usage"] == {"input_tokens": sum(len(item.ids) for item in prepared), "output_tokens": 0}
+    assert 0.0 <= body["answers"]["yes"]["noul"] <= 1.0
+    assert 0.0 <= body["answers"]["level"]["score"] <= 1.0
+    assert body["answers"]["level"]["legend"] == {"0": "low", "1": "high"}
+
+
+def test_empty_envelope():
+    assert envelope({}, ()) == {"model": "laya-rl-agent", "answers": {}, "usage": {"input_tokens": 0,
+                                                                                   "output_tokens": 0}}

@@ -25,7 +25,7 @@ class InputError(click.ClickException):
     exit_code = BAD_INPUT
 
     def show(self, file=None):
-        errors.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False)
+        errors.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False, soft_wrap=True)
 
 
 def fail_on_bad_input(func):

@@ -1,0 +1,113 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from laya_opt.checkpoint import load_checkpoint
+from laya_opt.cli import main
+
+from conftest import TINY_SPECIALS, make_tiny_tokenizer
+
+QUESTIONS = {
+    "topic": {"type": "choice", "instructions": "hello?", "criteria": {"a": "first", "b": "second"}},
+    "level": {"type": "score", "instructions": "hello", "criteria": ["low", "mid", "high"]},
+    "yes": {"type": "noul", "instructions": "hello", "labels": {"false": "B", "true": "A"}},
+}
+
+
+@pytest.fixture
+def questions_file(tmp_path):
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps(QUESTIONS))
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_help_lists_every_command():
+    result = invoke("--help")
+    for command in ("predict", "inspect-prompt", "make-checkpoint", "run", "explain"):
+        assert command in result.output
+
+
+def test_predict_json_and_table(tiny_checkpoint_dir, questions_file):
+    result = invoke("predict", "--checkpoint", tiny_checkpoint_dir, "--state", "hello hello", "--questions",
+                    questions_file, "--json")
+    assert result.exit_code == 0, result.output
+    envelope = json.loads(result.output)
+    assert list(envelope["answers"]) == ["topic", "level", "yes"]
+    assert envelope["answers"]["topic"]["choice"] in {"a", "b"}
+    table = invoke("predict", "--checkpoint", tiny_checkpoint_dir, "--state", "hello", "--questions", questions_file)
+    assert table.exit_code == 0 and "topic" in table.output and "noul" in table.output
+
+
+def test_predict_reads_state_files_and_json(tiny_checkpoint_dir, questions_file, tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps([{"role": "user", "content": "hello"}]))
+    result = invoke("predict", "--checkpoint", tiny_checkpoint_dir, "--state", f"@{state}", "--questions",
+                    questions_file, "--json", "--batch-size", "1", "--dtype", "float16")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["usage"]["input_tokens"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--state", "@/nonexistent/state.txt"], "state file"),
+    (["--state", "{bad", "--json-state"], "not valid JSON"),
+    (["--state", "x", "--checkpoint", "/nonexistent/ckpt"], "never downloads"),
+])
+def test_predict_bad_input_exits_nonzero_with_a_named_error(tiny_checkpoint_dir, questions_file, args, message):
+    checkpoint = [] if "--checkpoint" in args else ["--checkpoint", str(tiny_checkpoint_dir)]
+    result = CliRunner().invoke(main, ["predict", "--questions", str(questions_file), *checkpoint, *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_predict_invalid_question_names_it(tiny_checkpoint_dir, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"q7": {"type": "ranking", "instructions": "x"}}))
+    result = CliRunner().invoke(main, ["predict", "--checkpoint", str(tiny_checkpoint_dir), "--state", "x",
+                                       "--questions", str(path)])
+    assert result.exit_code == 2 and "q7" in result.output and "choice" in result.output
+
+
+def test_questions_file_must_be_an_object(tiny_checkpoint_dir, tmp_path):
+    path = tmp_path / "list.json"
+    path.write_text("[1, 2]")
+    result = CliRunner().invoke(main, ["predict", "--checkpoint", str(tiny_checkpoint_dir), "--state", "x",
+                                       "--questions", str(path)])
+    assert result.exit_code == 2 and "JSON object" in result.output
+
+
+def test_inspect_prompt_shows_markers(tiny_checkpoint_dir, questions_file):
+    result = invoke("inspect-prompt", "--checkpoint", tiny_checkpoint_dir, "--state", "hello [MASK] hello",
+                    "--questions", questions_file, "--json", "--question", "yes")
+    assert result.exit_code == 0, result.output
+    (shown,) = json.loads(result.output)
+    assert shown["qid"] == "yes" and shown["qtype"] == 2 and len(shown["markers"]) == 2
+    assert [shown["tokens"][p] for p in shown["markers"]] == ["[MASK]", "[MASK]"]
+    assert shown["tokens"].count("[MASK]") == 2          # the state's literal was cleaned
+    text = invoke("inspect-prompt", "--checkpoint", tiny_checkpoint_dir, "--state", "hello", "--questions",
+                  questions_file)
+    assert "markers at" in text.output
+    missing = CliRunner().invoke(main, ["inspect-prompt", "--checkpoint", str(tiny_checkpoint_dir), "--state", "x",
+                                        "--questions", str(questions_file), "--question", "nope"])
+    assert missing.exit_code == 2 and "nope" in missing.output
+
+
+def test_make_checkpoint_tiny_round_trips_through_the_strict_loader(tmp_path):
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    make_tiny_tokenizer().save(str(tokenizer / "tokenizer.json"))
+    (tokenizer / "tokenizer_config.json").write_text(json.dumps(TINY_SPECIALS))
+    out = tmp_path / "made"
+    result = invoke("make-checkpoint", "--arch", "tiny", "--random", "--seed", 3, "--tokenizer", tokenizer, out)
+    assert result.exit_code == 0, result.output
+    assert "2,104,835 parameters" in result.output
+    checkpoint = load_checkpoint(out, dtype="float16")
+    encoder = json.loads((out / "encoder" / "config.json").read_text())
+    assert encoder["pad_token_id"] == checkpoint.codec.pad_id < encoder["vocab_size"]
+    again = CliRunner().invoke(main, ["make-checkpoint", "--arch", "tiny", "--random", "--tokenizer",
+                                      str(tokenizer), str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-RUNTIME_PARTS = frozenset({"model", "kernels", "forward", "planner"})
+RUNTIME_PARTS = frozenset({"model", "kernels", "forward", "planner", "preparer"})
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 A Runtime is frozen. Passes build a new one with `dataclasses.replace`, swapping one part: the model
 (new modules, e.g. quantized), the kernels (attention, final head layer), the forward callable
-(compiled) or the batch planner (length-sorted). The FP32 reference is therefore never mutated.
+(compiled), the batch planner (length-sorted) or the preparer (tokenization policy, e.g. a prefix
+cache). The fidelity checker's token-identity gate compares what the preparer and planner feed the
+model. The FP32 reference is therefore never mutated.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from .model import DEFAULT_KERNELS, Kernels, LayaModel
 from .prompt import PreparedQuestion, prepare_request
 from .tokens import TextCodec
 
+# preparer(state, questions, codec, max_len, head_max_len) -> prepared questions (tokenization policy).
+Preparer = Callable[..., tuple[PreparedQuestion, ...]]
 # forward(model, kernels, batch) -> (logits float32 [B, K], action float32 [B, A]), not yet evaluated.
 Forward = Callable[[LayaModel, Kernels, Batch], tuple[mx.array, mx.array]]
 
@@ -65,6 +69,7 @@ class Runtime:
     dtype: mx.Dtype
     identity: str                     # checkpoint hash + dtype; passes append their names
     kernels: Kernels = DEFAULT_KERNELS
+    preparer: Preparer = prepare_request
     planner: Planner = field(default_factory=insertion_order_planner)
     forward: Forward = eager_forward
     applied: tuple[str, ...] = ()     # names of the passes applied, in order
@@ -76,8 +81,8 @@ class Runtime:
     # ------------------------------------------------------------------ data path
 
     def prepare(self, state: Any, questions: Mapping) -> tuple[PreparedQuestion, ...]:
-        return prepare_request(state, questions, self.codec, self.agent_config.max_len,
-                               self.agent_config.head_max_len)
+        return self.preparer(state, questions, self.codec, self.agent_config.max_len,
+                             self.agent_config.head_max_len)
 
     def collate(self, items: Sequence[PreparedQuestion]) -> Batch:
         return collate(items, self.codec.pad_id)

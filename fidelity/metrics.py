@@ -1,0 +1,296 @@
+"""Compare two checker Outputs question by question (pure numpy): agreement, drift, token identity, quality.
+
+Aggregate names are fixed: gates refer to them. Means use math.fsum so that aggregates do not depend on
+question order. A non-finite question makes the drift aggregates NaN (and NaN fails every gate).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checker import Outputs, QuestionOutput
+
+QTYPES = ("choice", "score", "noul")
+JS_FLOOR = 1e-12          # probabilities clipped before logs, as the decoder's entropy floor
+ECE_BINS = 10
+DRIFT_METRICS = ("argmax_agreement", "argmax_flips", "max_abs_dp", "mean_abs_dp", "js_max", "js_mean",
+                 "score_drift_max", "act_probability_drift_max", "finite", "token_identity", "labelled")
+LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
+                 "ece_delta")
+PER_TYPE_METRICS = ("argmax_agreement", "max_abs_dp")
+# Every name a gate may refer to; per-type entries are "<metric>.<type>".
+METRIC_NAMES = frozenset(DRIFT_METRICS + ("deterministic",) + LABEL_METRICS
+                         + tuple(f"{name}.{qtype}" for name in PER_TYPE_METRICS for qtype in QTYPES))
+
+
+@dataclass(frozen=True, eq=False)  # holds numpy arrays: compare fields, not objects
+class QuestionComparison:
+    key: str
+    type_name: str
+    tags: Mapping
+    reference_argmax: int
+    candidate_argmax: int
+    dp: np.ndarray                  # candidate - reference, per option
+    max_abs_dp: float
+    mean_abs_dp: float
+    js: float
+    score_drift: float | None       # score questions only
+    act_probability_drift: float
+    token_identical: bool
+    token_mismatch: str | None      # what differs, for the first-mismatch report
+
+    @property
+    def agrees(self) -> bool:
+        return self.reference_argmax == self.candidate_argmax and self.reference_argmax >= 0
+
+
+@dataclass(frozen=True, eq=False)  # holds numpy arrays: compare fields, not objects
+class FidelityReport:
+    reference_identity: str
+    candidate_identity: str
+    metrics: dict[str, float]
+    per_type: dict[str, dict[str, float]]        # type -> {count, argmax_agreement, max_abs_dp}
+    questions: tuple[QuestionComparison, ...] = field(repr=False)
+    first_token_mismatch: str | None = None      # key of the first question whose model input differs
+    first_token_mismatch_detail: str | None = None
+
+    def worst(self, n: int) -> tuple[QuestionComparison, ...]:
+        """The n questions with the largest max |dp|; non-finite (NaN) questions rank first."""
+        return tuple(sorted(self.questions, key=lambda q: -math.inf if math.isnan(q.max_abs_dp)
+                            else -q.max_abs_dp)[:n])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Elementary measures
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen-Shannon divergence in nats, probabilities clipped at 1e-12; in [0, ln 2], exactly 0 when p == q."""
+    p = np.clip(np.asarray(p, dtype=np.float64), JS_FLOOR, 1.0)
+    q = np.clip(np.asarray(q, dtype=np.float64), JS_FLOOR, 1.0)
+    if p.shape != q.shape:
+        raise ValueError(f"js_divergence needs equal shapes, got {p.shape} and {q.shape}")
+    m = (p + q) / 2
+    value = 0.5 * (float(np.sum(p * np.log(p / m))) + float(np.sum(q * np.log(q / m))))
+    return float(np.clip(value, 0.0, math.log(2))) if not math.isnan(value) else value
+
+
+def ece(confidences: Sequence[float], correct: Sequence[bool], bins: int = ECE_BINS) -> float:
+    """Expected calibration error: sum over equal-width bins of (n_b / N) |accuracy_b - confidence_b|.
+
+    Bin b holds confidences in [b/bins, (b+1)/bins); 1.0 goes into the last bin. NaN if any confidence is NaN.
+    """
+    conf = np.asarray(confidences, dtype=np.float64)
+    hits = np.asarray(correct, dtype=bool)
+    if conf.shape != hits.shape or conf.ndim != 1:
+        raise ValueError(f"ece needs two equal-length 1-D sequences, got {conf.shape} and {hits.shape}")
+    if conf.size == 0:
+        raise ValueError("ece needs at least one prediction")
+    if np.any(np.isnan(conf)):
+        return float("nan")
+    if np.any((conf < 0) | (conf > 1)):
+        raise ValueError(f"ece confidences must lie in [0, 1], got min {conf.min()} max {conf.max()}")
+    index = np.minimum((conf * bins).astype(int), bins - 1)
+    total = []
+    for b in range(bins):
+        members = index == b
+        if members.any():
+            count = int(members.sum())
+            gap = abs(int(hits[members].sum()) / count - math.fsum(conf[members]) / count)
+            total.append(count / conf.size * gap)
+    return math.fsum(total)
+
+
+def accuracy(questions: Sequence[QuestionOutput]) -> float:
+    """Fraction of labelled questions whose predicted option is the label (non-finite counts as wrong)."""
+    labelled = [q for q in questions if q.label_index is not None]
+    if not labelled:
+        raise ValueError("accuracy needs at least one labelled question")
+    return sum(q.argmax == q.label_index for q in labelled) / len(labelled)
+
+
+def outputs_ece(questions: Sequence[QuestionOutput], bins: int = ECE_BINS) -> float:
+    """ECE on answer_confidence over the labelled questions."""
+    labelled = [q for q in questions if q.label_index is not None]
+    return ece([q.answer_confidence for q in labelled], [q.argmax == q.label_index for q in labelled], bins)
+
+
+def _token_mismatch(reference: QuestionOutput, candidate: QuestionOutput) -> str | None:
+    a, b = reference.model_input, candidate.model_input
+    if a is None or b is None:
+        return "model input not traced"
+    if a.qtype != b.qtype:
+        return f"qtype {a.qtype} vs {b.qtype}"
+    if a.markers != b.markers:
+        return f"markers {a.markers} vs {b.markers}"
+    if a.ids != b.ids:
+        position = next((i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
+        return (f"ids differ at position {position} (lengths {len(a.ids)} vs {len(b.ids)}): "
+                f"{a.ids[position:position + 1]} vs {b.ids[position:position + 1]}")
+    return None
+
+
+def compare_question(reference: QuestionOutput, candidate: QuestionOutput) -> QuestionComparison:
+    if reference.type_name != candidate.type_name or reference.k != candidate.k:
+        raise ValueError(f"question {reference.key}: reference is {reference.type_name} with {reference.k} options, "
+                         f"candidate {candidate.type_name} with {candidate.k}")
+    if reference.label_index != candidate.label_index:
+        raise ValueError(f"question {reference.key}: labels differ ({reference.label!r} vs {candidate.label!r})")
+    dp = candidate.probabilities - reference.probabilities
+    abs_dp = np.abs(dp)
+    score_drift = None
+    if reference.type_name == "score":
+        score_drift = abs(candidate.score_expectation - reference.score_expectation)
+    mismatch = _token_mismatch(reference, candidate)
+    return QuestionComparison(
+        key=reference.key, type_name=reference.type_name, tags=reference.tags,
+        reference_argmax=reference.argmax, candidate_argmax=candidate.argmax, dp=dp,
+        max_abs_dp=float(np.max(abs_dp)), mean_abs_dp=math.fsum(abs_dp) / abs_dp.size,
+        js=js_divergence(reference.probabilities, candidate.probabilities), score_drift=score_drift,
+        act_probability_drift=abs(candidate.act_probability - reference.act_probability),
+        token_identical=mismatch is None, token_mismatch=mismatch)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Aggregation
+
+
+def check_same_questions(reference: Outputs, candidate: Outputs) -> None:
+    """Both sides must hold the same keys in the same order; the error names the first difference."""
+    ref_keys, cand_keys = reference.keys, candidate.keys
+    for index, (a, b) in enumerate(zip(ref_keys, cand_keys)):
+        if a != b:
+            raise ValueError(f"question {index} differs: reference {a!r}, candidate {b!r}")
+    if len(ref_keys) != len(cand_keys):
+        longer, name = (ref_keys, "reference") if len(ref_keys) > len(cand_keys) else (cand_keys, "candidate")
+        raise ValueError(f"only the {name} has question {longer[min(len(ref_keys), len(cand_keys))]!r} "
+                         f"({len(ref_keys)} vs {len(cand_keys)} questions)")
+    if not ref_keys:
+        raise ValueError("nothing to compare: both outputs are empty")
+
+
+def _max(values: Sequence[float]) -> float:
+    # NaN-propagating max; 0.0 for an empty selection (nothing drifted).
+    return float(np.max(values)) if len(values) else 0.0
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if len(values) else 0.0
+
+
+def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]:
+    agree = [c.agrees for c in comparisons]
+    all_abs_dp = np.concatenate([np.abs(c.dp) for c in comparisons])
+    score = [c.score_drift for c in comparisons if c.score_drift is not None]
+    return {
+        "argmax_agreement": sum(agree) / len(agree),
+        "argmax_flips": float(len(agree) - sum(agree)),
+        "max_abs_dp": _max([c.max_abs_dp for c in comparisons]),
+        "mean_abs_dp": _mean(all_abs_dp),
+        "js_max": _max([c.js for c in comparisons]),
+        "js_mean": _mean([c.js for c in comparisons]),
+        "score_drift_max": _max(score),
+        "act_probability_drift_max": _max([c.act_probability_drift for c in comparisons]),
+        "token_identity": sum(c.token_identical for c in comparisons) / len(comparisons),
+    }
+
+
+def label_metrics(reference: Outputs, candidate: Outputs) -> dict[str, float]:
+    """Accuracy and ECE of both sides on the labelled questions; empty when there are none."""
+    if not reference.labelled():
+        return {}
+    acc_ref, acc_cand = accuracy(reference.questions), accuracy(candidate.questions)
+    ece_ref, ece_cand = outputs_ece(reference.questions), outputs_ece(candidate.questions)
+    return {"accuracy_reference": acc_ref, "accuracy_candidate": acc_cand, "accuracy_delta": acc_cand - acc_ref,
+            "ece_reference": ece_ref, "ece_candidate": ece_cand, "ece_delta": ece_cand - ece_ref}
+
+
+def per_type_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, dict[str, float]]:
+    table = {}
+    for qtype in QTYPES:
+        members = [c for c in comparisons if c.type_name == qtype]
+        if members:
+            table[qtype] = {"count": float(len(members)),
+                            "argmax_agreement": sum(c.agrees for c in members) / len(members),
+                            "max_abs_dp": _max([c.max_abs_dp for c in members])}
+    return table
+
+
+def compare(reference: Outputs, candidate: Outputs) -> FidelityReport:
+    """Per-question comparison and the fixed-name aggregates the gates read."""
+    check_same_questions(reference, candidate)
+    comparisons = tuple(compare_question(a, b) for a, b in zip(reference.questions, candidate.questions))
+    metrics = drift_metrics(comparisons)
+    metrics["finite"] = 1.0 if reference.finite and candidate.finite else 0.0
+    if candidate.deterministic is not None:  # absent (so a gate on it fails) unless measured with repeat >= 2
+        metrics["deterministic"] = 1.0 if candidate.deterministic else 0.0
+    metrics["labelled"] = float(len(reference.labelled()))
+    metrics.update(label_metrics(reference, candidate))
+    per_type = per_type_metrics(comparisons)
+    for qtype, row in per_type.items():
+        for name in PER_TYPE_METRICS:
+            metrics[f"{name}.{qtype}"] = row[name]
+    first = next((c for c in comparisons if not c.token_identical), None)
+    return FidelityReport(reference_identity=reference.identity, candidate_identity=candidate.identity,
+                          metrics=metrics, per_type=per_type, questions=comparisons,
+                          first_token_mismatch=first.key if first else None,
+                          first_token_mismatch_detail=first.token_mismatch if first else None)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Quality tables (for the stand-in's TRAINING.md)
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    grouping: str         # "all" or the tag the row groups by
+    value: str
+    count: int
+    accuracy: float
+    ece: float
+    mean_confidence: float
+
+
+def group_value(question: QuestionOutput, name: str) -> str:
+    """A tag value; type and options fall back to what the checker saw."""
+    if name in question.tags:
+        return str(question.tags[name])
+    if name == "type":
+        return question.type_name
+    if name == "options":
+        return str(question.k)
+    return "unknown"
+
+
+def _row(name: str, value: str, questions: Sequence[QuestionOutput]) -> AccuracyRow:
+    return AccuracyRow(grouping=name, value=value, count=len(questions), accuracy=accuracy(questions),
+                       ece=outputs_ece(questions), mean_confidence=_mean([q.answer_confidence for q in questions]))
+
+
+def accuracy_table(outputs: Outputs, by: Sequence[str] = ("type", "language", "options")) -> tuple[AccuracyRow, ...]:
+    """An 'all' row, then one row per value of each field in `by` (separate breakdowns, not a cross product)."""
+    labelled = outputs.labelled()
+    if not labelled:
+        raise ValueError(f"outputs of {outputs.identity} hold no labelled questions")
+    rows = [_row("all", "all", labelled)]
+    for name in by:
+        groups: dict[str, list[QuestionOutput]] = {}
+        for question in labelled:
+            groups.setdefault(group_value(question, name), []).append(question)
+        rows += [_row(name, value, groups[value]) for value in sorted(groups, key=_natural_key)]
+    return tuple(rows)
+
+
+def _natural_key(value: str) -> tuple:
+    # "2" < "10" for option counts; words sort alphabetically after numbers.
+    return (0, int(value), "") if value.isdigit() else (1, 0, value)
+
+
+def markdown_table(rows: Sequence[AccuracyRow]) -> str:
+    lines = ["| group | value | n | accuracy | ECE | mean confidence |", "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r.grouping} | {r.value} | {r.count} | {r.accuracy:.4f} | {r.ece:.4f} | {r.mean_confidence:.4f} |"
+              for r in rows]
+    return "\n".join(lines)

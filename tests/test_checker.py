@@ -13,6 +13,7 @@ from fidelity.checker import (EvalRequest, Outputs, evaluate, label_index, predi
 from fidelity.gates import all_passed, check_gates, default_gates
 from fidelity.metrics import compare
 from laya_opt.batching import insertion_order_planner
+from laya_opt.prompt import prepare_request
 from laya_opt.runtime import Runtime, clone_model, eager_forward, load_runtime
 
 QUESTIONS = {
@@ -132,20 +133,17 @@ def test_scorer_bias_shift_leaves_probabilities_unchanged(runtime, reference):
     assert compare(reference, outputs).metrics["max_abs_dp"] < 1e-5
 
 
-@dataclasses.dataclass(frozen=True)
-class SwappingRuntime(Runtime):
+def swapping_preparer(*args):
     """Swaps the last two state tokens of each request's first question: a preparation bug."""
-
-    def prepare(self, state, questions):
-        prepared = list(super().prepare(state, questions))
-        ids = list(prepared[0].ids)
-        ids[-3], ids[-2] = ids[-2], ids[-3]
-        prepared[0] = dataclasses.replace(prepared[0], ids=tuple(ids))
-        return tuple(prepared)
+    prepared = list(prepare_request(*args))
+    ids = list(prepared[0].ids)
+    ids[-3], ids[-2] = ids[-2], ids[-3]
+    prepared[0] = dataclasses.replace(prepared[0], ids=tuple(ids))
+    return tuple(prepared)
 
 
 def test_reordered_tokens_break_token_identity(runtime, reference):
-    candidate = SwappingRuntime(**{f.name: getattr(runtime, f.name) for f in dataclasses.fields(Runtime)})
+    candidate = runtime.replace(preparer=swapping_preparer)
     report = compare(reference, evaluate(candidate, REQUESTS, repeat=2))
     # r0 and r1 end "hello [UNK] [SEP]" (the swap changes them); r2 ends "[UNK] [UNK] [SEP]" (it does not).
     assert report.metrics["token_identity"] == pytest.approx(5 / QUESTION_COUNT)

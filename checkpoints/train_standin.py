@@ -133,8 +133,8 @@ def score(items, logit_rows, temperatures=(1.0, 1.0, 1.0)):
         return {"accuracy": round(float(np.mean([c for _, c, _ in selected])), 4), "n": len(selected)}
     report = {"overall": acc(rows), "ece": round(ece([p for *_, p in rows], [c for _, c, _ in rows]), 4)}
     for key in ("type", "language", "options", "length_class"):
-        values = sorted({str(t[key]) for t, _, _ in rows}, key=lambda v: (len(v), v))
-        report[f"by_{key}"] = {v: acc([r for r in rows if str(r[0][key]) == v]) for v in values}
+        values = sorted({str(getattr(t, key)) for t, _, _ in rows}, key=lambda v: (len(v), v))
+        report[f"by_{key}"] = {v: acc([r for r in rows if str(getattr(r[0], key)) == v]) for v in values}
     return report
 
 

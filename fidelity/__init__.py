@@ -1,0 +1,1 @@
+"""Synthetic typed-decision data, labelled suites and benchmark workloads for fidelity gates."""

@@ -1,0 +1,395 @@
+"""Labelled evaluation suites: a JSONL file with a header line and one record per line.
+
+Line 1: `{"suite": name, "version": 1, "generator_seed": int|null, "description": str}`.
+Then one record per line::
+
+    {"id": str, "state": str | dict | [{"role": str, "content": str}, ...],
+     "questions": {qid: definition (spec §6)},
+     "labels": {qid: label},   # choice: option label (str); score: level index (int); noul: bool
+     "tags": {qid: {"type", "language", "options", "length_class", "duplicate_of"}}}
+
+`load_suite` validates strictly; every problem is a `SuiteError` naming the file and 1-based line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .lexicon import LANGUAGES
+
+SUITE_VERSION = 1
+QTYPES = ("choice", "score", "noul")
+LENGTH_CLASSES = ("short", "medium", "long")
+HEADER_KEYS = ("suite", "version", "generator_seed", "description")
+RECORD_KEYS = ("id", "state", "questions", "labels", "tags")
+TAG_KEYS = ("type", "language", "options", "length_class", "duplicate_of")
+QUESTION_KEYS = {
+    "choice": {"type", "instructions", "criteria"},
+    "score": {"type", "instructions", "criteria"},
+    "noul": {"type", "instructions", "criteria", "labels"},
+}
+NOUL_DEFAULTS = ("no, the statement does not hold", "yes, the statement holds")
+
+
+class SuiteError(ValueError):
+    """A malformed suite file; the message starts with `path:line:`."""
+
+    def __init__(self, path: str | Path, line: int, message: str):
+        self.path = str(path)
+        self.line = line
+        super().__init__(f"{path}:{line}: {message}")
+
+
+@dataclass(frozen=True)
+class QuestionTag:
+    type: str
+    language: str
+    options: int
+    length_class: str
+    duplicate_of: str | None = None
+
+    def to_json(self) -> dict:
+        return {"type": self.type, "language": self.language, "options": self.options,
+                "length_class": self.length_class, "duplicate_of": self.duplicate_of}
+
+
+@dataclass(frozen=True)
+class SuiteRecord:
+    """One state with its labelled questions. Treat the dicts as read-only."""
+
+    id: str
+    state: Any
+    questions: dict[str, dict]
+    labels: dict[str, Any]
+    tags: dict[str, QuestionTag]
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "state": self.state, "questions": self.questions, "labels": self.labels,
+                "tags": {qid: tag.to_json() for qid, tag in self.tags.items()}}
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: int
+    path: str
+    records: tuple[SuiteRecord, ...]
+    sha256: str
+    generator_seed: int | None = None
+    description: str = ""
+
+    def questions(self) -> Iterator[tuple[SuiteRecord, str]]:
+        """Every (record, qid) pair in file order."""
+        for record in self.records:
+            for qid in record.questions:
+                yield record, qid
+
+    @property
+    def n_questions(self) -> int:
+        return sum(len(r.questions) for r in self.records)
+
+
+# --- Rendering (spec §7.1), used for option counts, label checks and distinctness ---------------------
+
+def render_value(value: Any) -> str:
+    """Criterion rendering: strings verbatim, anything else compact-ish JSON (spec §7.1)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def render_instructions(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def option_labels(question: dict) -> list[str]:
+    """Answer keys of a (valid) question: choice labels, "0".."k-1" for score, false/true for noul."""
+    kind = question["type"]
+    if kind == "choice":
+        crit = question["criteria"]
+        return [str(label) for label in (crit.keys() if isinstance(crit, dict) else crit)]
+    if kind == "score":
+        return [str(i) for i in range(len(question["criteria"]))]
+    return ["false", "true"]
+
+
+def option_texts(question: dict) -> tuple[str, ...]:
+    """Rendered option texts of a (valid) question, in slot order (spec §7.1)."""
+    kind = question["type"]
+    crit = question.get("criteria")
+    if kind == "choice":
+        if isinstance(crit, list):
+            return tuple(str(label) for label in crit)
+        return tuple(str(label) if desc is None or desc == "" else f"{label}: {render_value(desc)}"
+                     for label, desc in crit.items())
+    if kind == "score":
+        return tuple(f"level {i}: {render_value(c)}" for i, c in enumerate(crit))
+    crit = crit or {}
+    labels = question.get("labels") or {}
+    out = []
+    for key, default in zip(("false", "true"), NOUL_DEFAULTS):
+        desc = crit.get(key)
+        text = render_value(desc) if desc is not None else ""
+        out.append(f"{str(labels.get(key, key)).strip()}: {text or default}")
+    return tuple(out)
+
+
+def question_key(question: dict) -> tuple[str, str, tuple[str, ...]]:
+    """Identity of a question for distinctness: (type, rendered instructions, rendered options)."""
+    return question["type"], render_instructions(question["instructions"]), option_texts(question)
+
+
+# --- Validation --------------------------------------------------------------------------------------
+
+def _reject_duplicate_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} in a JSON object")
+        out[key] = value
+    return out
+
+
+def _exact_keys(obj: Any, keys: Sequence[str], what: str) -> str | None:
+    if not isinstance(obj, dict):
+        return f"{what} must be a JSON object, got {type(obj).__name__}"
+    missing = [k for k in keys if k not in obj]
+    unknown = [k for k in obj if k not in keys]
+    if missing:
+        return f"{what} is missing key(s) {missing}"
+    if unknown:
+        return f"{what} has unknown key(s) {unknown}"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_state(state: Any) -> str | None:
+    if isinstance(state, (str, dict)):
+        return None
+    if isinstance(state, list):
+        for i, turn in enumerate(state):
+            if (not isinstance(turn, dict) or set(turn) != {"role", "content"}
+                    or not isinstance(turn["role"], str) or not isinstance(turn["content"], str)):
+                return f"state turn {i} must be {{'role': str, 'content': str}}"
+        return None
+    return f"state must be a string, an object or a list of turns, got {type(state).__name__}"
+
+
+def validate_question(qid: str, q: Any) -> str | None:
+    """Spec §6 rules (strings-only choice labels); returns an error message or None."""
+    if not isinstance(q, dict):
+        return f"question {qid!r}: definition must be an object"
+    kind = q.get("type")
+    if kind not in QTYPES:
+        return f"question {qid!r}: unknown type {kind!r}; expected one of {list(QTYPES)}"
+    unknown = sorted(set(q) - QUESTION_KEYS[kind])
+    if unknown:
+        return f"question {qid!r}: unknown key(s) {unknown} for type {kind}"
+    if q.get("instructions") is None:
+        return f"question {qid!r}: missing instructions"
+    crit = q.get("criteria")
+    if kind == "choice":
+        if isinstance(crit, dict):
+            labels = list(crit)
+        elif isinstance(crit, list):
+            labels = crit
+        else:
+            return f"question {qid!r}: choice criteria must be an object or a list"
+        if not labels:
+            return f"question {qid!r}: choice criteria are empty"
+        if not all(isinstance(label, str) and label for label in labels):
+            return f"question {qid!r}: choice labels must be non-empty strings"
+        if len(set(labels)) != len(labels):
+            return f"question {qid!r}: duplicate choice labels"
+    elif kind == "score":
+        if not isinstance(crit, list) or not crit:
+            return f"question {qid!r}: score criteria must be a non-empty list"
+        if any(c is None for c in crit):
+            return f"question {qid!r}: score criteria contain null"
+    else:
+        if crit is not None:
+            if not isinstance(crit, dict) or not set(crit) <= {"false", "true"}:
+                return f"question {qid!r}: noul criteria must be an object with keys false/true"
+        if "labels" in q:
+            labels = q["labels"]
+            if (not isinstance(labels, dict) or set(labels) != {"false", "true"}
+                    or not all(isinstance(v, str) and v.strip() for v in labels.values())
+                    or labels["false"].strip() == labels["true"].strip()):
+                return f"question {qid!r}: noul labels must map false and true to distinct non-empty strings"
+    return None
+
+
+def validate_label(qid: str, q: dict, label: Any) -> str | None:
+    kind = q["type"]
+    if kind == "choice":
+        if not isinstance(label, str) or label not in option_labels(q):
+            return f"label of {qid!r} ({label!r}) is not one of its options"
+    elif kind == "score":
+        k = len(q["criteria"])
+        if not _is_int(label) or not 0 <= label < k:
+            return f"score label of {qid!r} ({label!r}) is not a level index in [0, {k - 1}]"
+    elif not isinstance(label, bool):
+        return f"noul label of {qid!r} must be a bool, got {label!r}"
+    return None
+
+
+def validate_tag(qid: str, q: dict, tag: Any) -> str | None:
+    problem = _exact_keys(tag, TAG_KEYS, f"tags of {qid!r}")
+    if problem:
+        return problem
+    if tag["type"] != q["type"]:
+        return f"tags of {qid!r}: type {tag['type']!r} does not match the question type {q['type']!r}"
+    if tag["language"] not in LANGUAGES:
+        return f"tags of {qid!r}: unknown language {tag['language']!r}; known {list(LANGUAGES)}"
+    k = len(option_labels(q))
+    if not _is_int(tag["options"]) or tag["options"] != k:
+        return f"tags of {qid!r}: options {tag['options']!r} but the question has {k}"
+    if tag["length_class"] not in LENGTH_CLASSES:
+        return f"tags of {qid!r}: length_class {tag['length_class']!r} not in {list(LENGTH_CLASSES)}"
+    dup = tag["duplicate_of"]
+    if dup is not None and (not isinstance(dup, str) or dup.count("/") < 1):
+        return f"tags of {qid!r}: duplicate_of must be null or '<record id>/<qid>'"
+    return None
+
+
+def _validate_header(obj: Any) -> str | None:
+    problem = _exact_keys(obj, HEADER_KEYS, "header")
+    if problem:
+        return problem
+    if not isinstance(obj["suite"], str) or not obj["suite"]:
+        return "header: suite must be a non-empty string"
+    if not _is_int(obj["version"]) or obj["version"] != SUITE_VERSION:
+        return f"header: unsupported version {obj['version']!r} (expected {SUITE_VERSION})"
+    if obj["generator_seed"] is not None and not _is_int(obj["generator_seed"]):
+        return "header: generator_seed must be an integer or null"
+    if not isinstance(obj["description"], str):
+        return "header: description must be a string"
+    return None
+
+
+def _validate_record(obj: Any, seen: dict[str, SuiteRecord]) -> tuple[SuiteRecord | None, str | None]:
+    problem = _exact_keys(obj, RECORD_KEYS, "record")
+    if problem:
+        return None, problem
+    rid = obj["id"]
+    if not isinstance(rid, str) or not rid or "/" in rid:
+        return None, "record id must be a non-empty string without '/'"
+    if rid in seen:
+        return None, f"duplicate record id {rid!r}"
+    problem = validate_state(obj["state"])
+    if problem:
+        return None, f"record {rid!r}: {problem}"
+    questions, labels, tags = obj["questions"], obj["labels"], obj["tags"]
+    for name, value in (("questions", questions), ("labels", labels), ("tags", tags)):
+        if not isinstance(value, dict):
+            return None, f"record {rid!r}: {name} must be an object"
+    if not questions:
+        return None, f"record {rid!r}: no questions"
+    for name, value in (("labels", labels), ("tags", tags)):
+        if list(value) != list(questions):
+            return None, (f"record {rid!r}: {name} keys {list(value)} do not match the question ids "
+                          f"{list(questions)}")
+    parsed_tags = {}
+    for qid, q in questions.items():
+        if not qid:
+            return None, f"record {rid!r}: empty question id"
+        problem = (validate_question(qid, q) or validate_label(qid, q, labels[qid])
+                   or validate_tag(qid, q, tags[qid]))
+        if problem:
+            return None, f"record {rid!r}: {problem}"
+        parsed_tags[qid] = QuestionTag(**tags[qid])
+    record = SuiteRecord(rid, obj["state"], questions, labels, parsed_tags)
+    for qid, tag in parsed_tags.items():
+        if tag.duplicate_of is not None:
+            problem = _check_duplicate(record, qid, tag.duplicate_of, seen)
+            if problem:
+                return None, f"record {rid!r}: {problem}"
+    return record, None
+
+
+def _check_duplicate(record: SuiteRecord, qid: str, ref: str, seen: dict[str, SuiteRecord]) -> str | None:
+    """duplicate_of must point at an earlier question with the same state, definition and label."""
+    ref_rid, _, ref_qid = ref.partition("/")
+    if ref_rid == record.id:
+        order = list(record.questions)
+        if ref_qid not in record.questions or order.index(ref_qid) >= order.index(qid):
+            return f"duplicate_of {ref!r} of {qid!r} must name an earlier question"
+        target = record
+    else:
+        target = seen.get(ref_rid)
+        if target is None or ref_qid not in target.questions:
+            return f"duplicate_of {ref!r} of {qid!r} names no earlier question"
+    if (target.state != record.state or target.questions[ref_qid] != record.questions[qid]
+            or target.labels[ref_qid] != record.labels[qid]):
+        return f"duplicate_of {ref!r} of {qid!r}: state, definition or label differ from the original"
+    return None
+
+
+def parse_suite(data: bytes, path: str | Path = "<suite>") -> Suite:
+    """Parse and validate suite bytes; `path` only names the source in error messages."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SuiteError(path, line, f"invalid UTF-8 ({exc.reason})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise SuiteError(path, 1, "empty file: expected a header line")
+    header = None
+    records: dict[str, SuiteRecord] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            raise SuiteError(path, lineno, "empty line")
+        try:
+            obj = json.loads(line, object_pairs_hook=_reject_duplicate_keys)
+        except ValueError as exc:
+            raise SuiteError(path, lineno, f"invalid JSON: {exc}") from None
+        if lineno == 1:
+            problem = _validate_header(obj)
+            if problem:
+                raise SuiteError(path, lineno, problem)
+            header = obj
+            continue
+        record, problem = _validate_record(obj, records)
+        if problem:
+            raise SuiteError(path, lineno, problem)
+        records[record.id] = record
+    if not records:
+        raise SuiteError(path, len(lines), "suite has no records")
+    return Suite(name=header["suite"], version=header["version"], path=str(path),
+                 records=tuple(records.values()), sha256=hashlib.sha256(data).hexdigest(),
+                 generator_seed=header["generator_seed"], description=header["description"])
+
+
+def load_suite(path: str | Path) -> Suite:
+    path = Path(path)
+    return parse_suite(path.read_bytes(), path)
+
+
+def dump_suite(name: str, records: Sequence[SuiteRecord], *, generator_seed: int | None,
+               description: str) -> bytes:
+    """Serialise a suite (deterministic bytes) and validate it by parsing it back."""
+    header = {"suite": name, "version": SUITE_VERSION, "generator_seed": generator_seed,
+              "description": description}
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines.extend(json.dumps(record.to_json(), ensure_ascii=False) for record in records)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    parse_suite(data, f"<{name}>")
+    return data
+
+
+def write_suite(path: str | Path, name: str, records: Sequence[SuiteRecord], *,
+                generator_seed: int | None = None, description: str = "") -> Suite:
+    data = dump_suite(name, records, generator_seed=generator_seed, description=description)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return parse_suite(data, path)

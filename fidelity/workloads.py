@@ -1,0 +1,108 @@
+"""Benchmark workloads (spec §11.1, §12.12) built deterministically from the held-out suite.
+
+| name     | requests | questions per request                                              |
+|----------|----------|--------------------------------------------------------------------|
+| short-1  | 1        | 1 question on a short state                                         |
+| short-16 | 1        | 16 distinct short questions on one short state                      |
+| short-50 | 1        | 50 distinct short questions on one short state                      |
+| long-1   | 1        | 1 question on a state far longer than max_len (256 tokens)          |
+| long-10  | 1        | 10 distinct questions on that long state                            |
+| mixed    | 1        | 49 distinct short questions + 1 long-prompt question (the held-out  |
+|          |          | choice with the most options), last; rows differ a lot in length    |
+
+"Distinct" means no two questions share (type, rendered instructions, rendered options). Questions come
+from the suite in file order, those in the state's language first; question ids are q00, q01, ...
+Labels are irrelevant for timing, so most questions are not about the workload's state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .suites import Suite, SuiteRecord, load_suite, question_key
+
+WORKLOADS = ("short-1", "short-16", "short-50", "long-1", "long-10", "mixed")
+DEFAULT_SUITES_DIR = Path(__file__).resolve().parent / "suites"
+SHORT_MAX_OPTIONS = 5
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    requests: tuple[tuple[Any, dict[str, dict]], ...]   # (state, questions) pairs
+    description: str
+
+    @property
+    def n_questions(self) -> int:
+        return sum(len(questions) for _, questions in self.requests)
+
+
+def _language(record: SuiteRecord) -> str:
+    return next(iter(record.tags.values())).language
+
+
+def _first_state(suite: Suite, length_class: str) -> SuiteRecord:
+    """First record of the class with a non-list state (list states are left-truncated)."""
+    for record in suite.records:
+        tag = next(iter(record.tags.values()))
+        if tag.length_class == length_class and not isinstance(record.state, list):
+            return record
+    raise ValueError(f"{suite.path}: no {length_class} record with a string or object state")
+
+
+def _distinct_questions(suite: Suite, base: SuiteRecord, n: int, short_only: bool,
+                        skip: set | None = None) -> list[dict]:
+    """The base record's questions first, then the suite's (same language first), deduplicated."""
+    pairs = [(base, qid) for qid in base.questions]
+    ordered = list(suite.questions())
+    lang = _language(base)
+    pairs += [p for p in ordered if _language(p[0]) == lang] + [p for p in ordered if _language(p[0]) != lang]
+    seen = set(skip or ())
+    out: list[dict] = []
+    for record, qid in pairs:
+        q, tag = record.questions[qid], record.tags[qid]
+        if short_only and tag.options > SHORT_MAX_OPTIONS:
+            continue
+        key = question_key(q)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(q)
+        if len(out) == n:
+            return out
+    raise ValueError(f"{suite.path}: only {len(out)} distinct questions available, need {n}")
+
+
+def _longest_prompt_question(suite: Suite) -> dict:
+    record, qid = max(suite.questions(), key=lambda p: (p[0].tags[p[1]].options,
+                                                        sum(map(len, question_key(p[0].questions[p[1]])[2]))))
+    return record.questions[qid]
+
+
+def _numbered(questions: list[dict]) -> dict[str, dict]:
+    return {f"q{i:02d}": q for i, q in enumerate(questions)}
+
+
+def build_workload(name: str, suites_dir: str | Path = DEFAULT_SUITES_DIR) -> Workload:
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r}; known workloads: {', '.join(WORKLOADS)}")
+    suite = load_suite(Path(suites_dir) / "heldout.jsonl")
+    if name.startswith("short-"):
+        n = int(name.split("-")[1])
+        base = _first_state(suite, "short")
+        questions = _distinct_questions(suite, base, n, short_only=True)
+        return Workload(name, ((base.state, _numbered(questions)),),
+                        f"{n} distinct short question(s) on short state {base.id}")
+    if name.startswith("long-"):
+        n = int(name.split("-")[1])
+        base = _first_state(suite, "long")
+        questions = _distinct_questions(suite, base, n, short_only=False)
+        return Workload(name, ((base.state, _numbered(questions)),),
+                        f"{n} distinct question(s) on long state {base.id} (longer than max_len)")
+    base = _first_state(suite, "short")
+    long_q = _longest_prompt_question(suite)
+    questions = _distinct_questions(suite, base, 49, short_only=True, skip={question_key(long_q)})
+    return Workload(name, ((base.state, _numbered(questions + [long_q])),),
+                    f"49 distinct short questions + 1 long-prompt question ({len(long_q['criteria'])} "
+                    f"options, last) on short state {base.id}")

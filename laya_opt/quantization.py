@@ -1,0 +1,397 @@
+"""Weight-only group quantization: schemes, module selection by path, group-width checks, the coverage
+manifest and the quantized checkpoint format (spec §3.6, §12.5, §13.1-13.3).
+
+Selection is by module path, never by substring: `"layers." in path` also matches `head.layers.*`,
+`scorer.layers.*` and `act_head.layers.*` (§13.3). The action head is never quantized: its first
+Linear has input width D+4, which no group size divides, and its dtype contract is explicit FP32.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+from .checkpoint import dtype_name, save_checkpoint
+from .config import encoder_config_dict
+
+# mode -> (allowed group sizes, allowed bits), as mx.quantize documents them.
+SCHEMES = {
+    "affine": ((32, 64, 128), (2, 3, 4, 5, 6, 8)),
+    "mxfp4": ((32,), (4,)),
+    "mxfp8": ((32,), (8,)),
+    "nvfp4": ((16,), (4,)),
+}
+DEFAULT_INCLUDE = ("encoder.layers.*",)
+ACTION_HEAD_PREFIX = "act_head."
+HEAD_PREFIXES = ("head.", "scorer.")  # what the port's `quantize_heads` switch refers to
+ACTION_HEAD_REASON = "action head: explicit fp32 contract"
+NOT_SELECTED_REASON = "not selected"
+DENSE_TYPES = (nn.Linear, nn.Embedding)
+QUANTIZED_TYPES = (nn.QuantizedLinear, nn.QuantizedEmbedding)
+
+
+@dataclass(frozen=True)
+class QuantScheme:
+    bits: int
+    group_size: int
+    mode: str = "affine"
+
+    def __post_init__(self):
+        check_scheme(self.bits, self.group_size, self.mode)
+
+    def as_dict(self) -> dict:
+        return {"bits": self.bits, "group_size": self.group_size, "mode": self.mode}
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.bits}-bit g{self.group_size}"
+
+
+def check_scheme(bits: Any, group_size: Any, mode: Any, where: str = "quantization") -> None:
+    if mode not in SCHEMES:
+        raise ValueError(f"{where}: mode {mode!r} is not one of {', '.join(SCHEMES)}")
+    groups, widths = SCHEMES[mode]
+    if isinstance(bits, bool) or bits not in widths:
+        raise ValueError(f"{where}: bits {bits!r} is not supported by mode {mode!r}; choose one of {list(widths)}")
+    if isinstance(group_size, bool) or group_size not in groups:
+        raise ValueError(f"{where}: group_size {group_size!r} is not supported by mode {mode!r}; "
+                         f"choose one of {list(groups)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(scheme: QuantScheme, device: str) -> str | None:
+    # A tiny quantize + quantized_matmul on the default device; older MLX lacks `mode` or the fp formats.
+    try:
+        weight = mx.ones((8, 4 * scheme.group_size))
+        packed, scales, *biases = mx.quantize(weight, scheme.group_size, scheme.bits, mode=scheme.mode)
+        out = mx.quantized_matmul(mx.ones((1, weight.shape[1])), packed, scales=scales,
+                                  biases=biases[0] if biases else None, transpose=True,
+                                  group_size=scheme.group_size, bits=scheme.bits, mode=scheme.mode)
+        mx.eval(out)
+    except Exception as exc:  # the message of MLX itself says what is missing
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def check_mode_supported(scheme: QuantScheme) -> None:
+    """Refuse a scheme the installed MLX cannot run on the default device, naming mode, device and version."""
+    device = str(mx.default_device())
+    problem = _probe(scheme, device)
+    if problem:
+        raise ValueError(f"quantization mode {scheme.mode!r} ({scheme.bits}-bit, group_size {scheme.group_size}) "
+                         f"is not supported by MLX {mx.__version__} on {device}: {problem}")
+
+
+# ----------------------------------------------------------------------------- modules and selection
+
+
+def _module_order(model: nn.Module) -> dict[str, int]:
+    # Parameter insertion order (encoder first), so manifests read top to bottom like the model.
+    order: dict[str, int] = {}
+    for name, _ in tree_flatten(model.parameters()):
+        order.setdefault(name.rsplit(".", 1)[0], len(order))
+    return order
+
+
+def weight_modules(model: nn.Module) -> dict[str, nn.Module]:
+    """Every Linear and Embedding, dense or quantized, by path, in model order."""
+    order = _module_order(model)
+    found = {path: module for path, module in model.named_modules()
+             if isinstance(module, DENSE_TYPES + QUANTIZED_TYPES)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def dense_modules(model: nn.Module) -> dict[str, nn.Module]:
+    return {path: module for path, module in weight_modules(model).items() if isinstance(module, DENSE_TYPES)}
+
+
+def selector_matches(path: str, selector: str) -> bool:
+    """A glob (`*`, `?`, `[`) matches the whole path; a plain selector is a path prefix ending at a dot."""
+    if any(char in selector for char in "*?["):
+        return fnmatch.fnmatchcase(path, selector)
+    return path == selector or path.startswith(selector + ".")
+
+
+def check_selectors(selectors: Any, field_name: str) -> None:
+    for selector in selectors:
+        if not isinstance(selector, str) or not selector.strip() or selector != selector.strip():
+            raise ValueError(f"{field_name}: selector {selector!r} must be a non-empty module path or glob "
+                             "without surrounding spaces")
+
+
+@dataclass(frozen=True)
+class Selection:
+    selected: dict[str, str]   # path -> the include selector that chose it
+    kept: dict[str, str]       # path -> why it stays dense
+
+
+def select_modules(model: nn.Module, include: tuple[str, ...] = DEFAULT_INCLUDE,
+                   exclude: tuple[str, ...] = ()) -> Selection:
+    """Dense Linears/Embeddings chosen by `include` minus `exclude`; a selector matching nothing is an error."""
+    candidates = dense_modules(model)
+    unmatched = [f"{kind} {selector!r}" for kind, selectors in (("include", include), ("exclude", exclude))
+                 for selector in selectors if not any(selector_matches(path, selector) for path in candidates)]
+    if unmatched:
+        raise ValueError(f"quantization selector(s) match no dense Linear or Embedding: {', '.join(unmatched)}; "
+                         f"module paths look like {', '.join(list(candidates)[:3])}")
+    selected, kept = {}, {}
+    for path in candidates:
+        chosen = next((selector for selector in include if selector_matches(path, selector)), None)
+        excluded = next((selector for selector in exclude if selector_matches(path, selector)), None)
+        if chosen and not excluded:
+            selected[path] = chosen
+        elif excluded and chosen:
+            kept[path] = f"excluded by {excluded!r}"
+        else:
+            kept[path] = ACTION_HEAD_REASON if path.startswith(ACTION_HEAD_PREFIX) else NOT_SELECTED_REASON
+    return Selection(selected=selected, kept=kept)
+
+
+def input_width(module: nn.Module) -> int:
+    """Dense input width (Linear in_features, Embedding dims) of a dense or packed module."""
+    if isinstance(module, QUANTIZED_TYPES):
+        return module.weight.shape[1] * 32 // module.bits
+    return module.weight.shape[1]
+
+
+def quantization_problems(modules: Mapping[str, nn.Module], scheme: QuantScheme,
+                          origin: Mapping[str, str]) -> list[str]:
+    """Why each selected module cannot be quantized (group width, action-head contract); empty when all fit."""
+    problems = []
+    for path, module in modules.items():
+        width = input_width(module)
+        if width % scheme.group_size:
+            problems.append(f"{path}: input width {width} is not divisible by group_size {scheme.group_size} "
+                            f"(selected by {origin[path]!r})")
+        elif path.startswith(ACTION_HEAD_PREFIX):
+            problems.append(f"{path}: the action head stays dense (explicit fp32 contract, spec §13.2) "
+                            f"(selected by {origin[path]!r})")
+    return problems
+
+
+def quantize_modules(model: nn.Module, schemes: Mapping[str, QuantScheme]) -> None:
+    """Replace the listed dense modules of `model` in place with QuantizedLinear/QuantizedEmbedding."""
+    nn.quantize(model, class_predicate=lambda path, module: schemes[path].as_dict() if path in schemes else False)
+
+
+# ----------------------------------------------------------------------------- coverage manifest
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    path: str
+    kind: str                  # "Linear" | "Embedding"
+    shape: tuple[int, int]     # dense (out, in) or (rows, dims)
+    status: str                # "quantized" | "kept"
+    detail: str                # scheme label, or why it was kept
+    bits: int | None
+    group_size: int | None
+    mode: str | None
+    bytes_before: int
+    bytes_after: int
+
+
+@dataclass(frozen=True)
+class CoverageManifest:
+    rows: tuple[CoverageRow, ...]
+    dense_dtype: str
+    weight_bytes_before: int
+    weight_bytes_after: int
+    model_bytes_before: int     # every parameter, norms and biases included
+    model_bytes_after: int
+    bits_per_weight_before: float
+    bits_per_weight_after: float  # effective: packed weights + scales + biases over Linear/Embedding weights
+    quantized_weight_fraction: float
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["rows"] = [dict(row, shape=list(row["shape"])) for row in data["rows"]]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "CoverageManifest":
+        rows = tuple(CoverageRow(**dict(row, shape=tuple(row["shape"]))) for row in data["rows"])
+        return cls(**dict(data, rows=rows))
+
+
+def _row(path: str, module: nn.Module, itemsize: int, kept_reason: str) -> CoverageRow:
+    kind = "Embedding" if isinstance(module, (nn.Embedding, nn.QuantizedEmbedding)) else "Linear"
+    shape = (module.weight.shape[0], input_width(module))
+    before = shape[0] * shape[1] * itemsize
+    if isinstance(module, QUANTIZED_TYPES):
+        stored = [module["weight"], module["scales"]] + ([module["biases"]] if "biases" in module else [])
+        return CoverageRow(path, kind, shape, "quantized", f"{module.mode} {module.bits}-bit g{module.group_size}",
+                           module.bits, module.group_size, module.mode, before, sum(a.nbytes for a in stored))
+    return CoverageRow(path, kind, shape, "kept", kept_reason, None, None, None, module.weight.nbytes,
+                       module.weight.nbytes)
+
+
+def coverage_manifest(model: nn.Module, dense_dtype: mx.Dtype, kept_reasons: Mapping[str, str] | None = None
+                      ) -> CoverageManifest:
+    """Per Linear/Embedding: quantized (mode/bits/group) or kept (reason); bytes before at `dense_dtype`."""
+    kept_reasons = kept_reasons or {}
+    itemsize = mx.zeros((1,), dtype=dense_dtype).itemsize
+    rows = tuple(_row(path, module, itemsize, kept_reasons.get(path) or (
+        ACTION_HEAD_REASON if path.startswith(ACTION_HEAD_PREFIX) else NOT_SELECTED_REASON))
+        for path, module in weight_modules(model).items())
+    before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
+    elements = sum(r.shape[0] * r.shape[1] for r in rows)
+    quantized = sum(r.shape[0] * r.shape[1] for r in rows if r.status == "quantized")
+    model_after = sum(value.nbytes for _, value in tree_flatten(model.parameters()))
+    return CoverageManifest(rows=rows, dense_dtype=dtype_name(dense_dtype), weight_bytes_before=before,
+                            weight_bytes_after=after, model_bytes_before=model_after - after + before,
+                            model_bytes_after=model_after, bits_per_weight_before=8 * before / elements,
+                            bits_per_weight_after=8 * after / elements,
+                            quantized_weight_fraction=quantized / elements)
+
+
+def coverage_table(manifest: CoverageManifest):
+    """The manifest as a rich Table (one row per module, totals in the caption)."""
+    from rich.table import Table
+
+    table = Table(title="quantization coverage",
+                  caption=(f"weights {manifest.weight_bytes_before:,} -> {manifest.weight_bytes_after:,} B; "
+                           f"{manifest.bits_per_weight_before:.3f} -> {manifest.bits_per_weight_after:.3f} "
+                           f"bits/weight; model {manifest.model_bytes_before:,} -> {manifest.model_bytes_after:,} B; "
+                           f"{manifest.quantized_weight_fraction:.1%} of weights quantized"))
+    for name, justify in (("module", "left"), ("kind", "left"), ("shape", "right"), ("status", "left"),
+                          ("scheme / reason", "left"), ("bytes before", "right"), ("bytes after", "right")):
+        table.add_column(name, justify=justify)
+    for row in manifest.rows:
+        table.add_row(row.path, row.kind, f"{row.shape[0]}x{row.shape[1]}", row.status, row.detail,
+                      f"{row.bytes_before:,}", f"{row.bytes_after:,}")
+    return table
+
+
+# ----------------------------------------------------------------------------- checkpoint format
+
+
+def quantization_metadata(model: nn.Module) -> dict:
+    """The `quantization` entry of mlx_config.json: the most common scheme on top, every module listed."""
+    modules = {path: {"bits": m.bits, "group_size": m.group_size, "mode": m.mode}
+               for path, m in weight_modules(model).items() if isinstance(m, QUANTIZED_TYPES)}
+    if not modules:
+        raise ValueError("the model has no quantized modules; save it with checkpoint.save_checkpoint instead")
+    common = Counter(tuple(entry.values()) for entry in modules.values()).most_common(1)[0][0]
+    return {"bits": common[0], "group_size": common[1], "mode": common[2],
+            "quantize_heads": any(path.startswith(HEAD_PREFIXES) for path in modules), "modules": modules}
+
+
+def save_quantized(runtime_or_model, out_dir: str | Path, *, tokenizer_dir: str | Path | None = None,
+                   encoder_raw: dict | None = None, agent_raw: dict | None = None, dtype=None) -> Path:
+    """Write a quantized runtime (or model) as an MLX-layout checkpoint with its quantization metadata.
+
+    Packed uint32 weights, scales and biases go into model.safetensors unchanged; floating tensors are
+    cast to `dtype` if given. A runtime brings its tokenizer from `info["checkpoint"]`; a bare model
+    needs `tokenizer_dir`.
+    """
+    model = getattr(runtime_or_model, "model", runtime_or_model)
+    if tokenizer_dir is None:
+        source = getattr(runtime_or_model, "info", {}).get("checkpoint")
+        if source is None:
+            raise ValueError("save_quantized: pass tokenizer_dir (the model carries no checkpoint path)")
+        tokenizer_dir = Path(source) / "tokenizer"
+    if not Path(tokenizer_dir).is_dir():
+        raise FileNotFoundError(f"save_quantized: tokenizer directory {tokenizer_dir} does not exist")
+    encoder_raw = encoder_raw if encoder_raw is not None else encoder_config_dict(model.encoder_config)
+    agent_raw = agent_raw if agent_raw is not None else dict(model.agent_config.raw)
+    if not agent_raw:
+        raise ValueError("save_quantized: the agent config has no raw mapping; pass agent_raw")
+    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir, dtype=dtype, layout="mlx",
+                           mlx_config={"quantization": quantization_metadata(model)})
+
+
+def _listed_schemes(quant_meta: Any, tensors: Mapping[str, mx.array], source: str) -> dict[str, QuantScheme]:
+    if not isinstance(quant_meta, Mapping):
+        raise ValueError(f"{source}: quantization must be an object, got {type(quant_meta).__name__}")
+    if not isinstance(quant_meta.get("quantize_heads", False), bool):
+        raise ValueError(f"{source}: quantization.quantize_heads must be true/false")
+    top = {key: quant_meta[key] for key in ("bits", "group_size", "mode") if key in quant_meta}
+    modules = quant_meta.get("modules")
+    if modules is None:
+        # Port exports (§3.6) record only bits and group size: the quantized modules are those with scales.
+        modules = {name[: -len(".scales")]: {} for name in tensors if name.endswith(".scales")}
+        if not modules:
+            raise ValueError(f"{source}: quantization is present but no tensor has scales")
+    if not isinstance(modules, Mapping):
+        raise ValueError(f"{source}: quantization.modules must map module path -> scheme")
+    schemes = {}
+    for path, entry in modules.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{source}: quantization.modules[{path!r}] must be an object")
+        merged = {"mode": "affine", **top, **entry}
+        missing = [key for key in ("bits", "group_size") if key not in merged]
+        if missing:
+            raise ValueError(f"{source}: quantization.modules[{path!r}] has no {' or '.join(missing)}")
+        check_scheme(merged["bits"], merged["group_size"], merged["mode"], f"{source}: module {path}")
+        schemes[path] = QuantScheme(merged["bits"], merged["group_size"], merged["mode"])
+    return schemes
+
+
+def _dtype_text(dtype: mx.Dtype) -> str:
+    return str(dtype).removeprefix("mlx.core.")
+
+
+def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors: Mapping[str, mx.array]) -> list[str]:
+    rows, width = module.weight.shape
+    problems = quantization_problems({path: module}, scheme, {path: "quantization.modules"})
+    if problems:
+        return problems
+    packed, scales, biases = (tensors.get(f"{path}.{name}") for name in ("weight", "scales", "biases"))
+    groups = (rows, width // scheme.group_size)
+    if packed is None:
+        problems.append(f"{path}: listed as quantized but there is no {path}.weight tensor")
+    elif packed.dtype != mx.uint32:
+        problems.append(f"{path}: packed weight is {_dtype_text(packed.dtype)}, expected uint32")
+    elif tuple(packed.shape) != (rows, width * scheme.bits // 32):
+        problems.append(f"{path}: packed weight shape {tuple(packed.shape)} does not match {scheme.label} "
+                        f"for ({rows}, {width}); expected {(rows, width * scheme.bits // 32)}")
+    if scales is None:
+        problems.append(f"{path}: listed as quantized but there is no {path}.scales tensor")
+    elif tuple(scales.shape) != groups:
+        problems.append(f"{path}: scales shape {tuple(scales.shape)} is inconsistent with {scheme.label} "
+                        f"for ({rows}, {width}); expected {groups}")
+    elif (scheme.mode == "affine") != mx.issubdtype(scales.dtype, mx.floating):
+        problems.append(f"{path}: scales dtype {_dtype_text(scales.dtype)} does not fit mode {scheme.mode!r}")
+    if scheme.mode == "affine" and biases is None:
+        problems.append(f"{path}: affine mode needs a {path}.biases tensor")
+    elif scheme.mode == "affine" and tuple(biases.shape) != groups:
+        problems.append(f"{path}: biases shape {tuple(biases.shape)} is inconsistent with {scheme.label}; "
+                        f"expected {groups}")
+    elif scheme.mode != "affine" and biases is not None:
+        problems.append(f"{path}: mode {scheme.mode!r} has no biases but {path}.biases is present")
+    return problems
+
+
+def apply_quantization_structure(model: nn.Module, quant_meta: Any, tensors: Mapping[str, mx.array],
+                                 source: str) -> None:
+    """Turn the listed modules of a freshly built dense model into quantized ones before strict binding.
+
+    Every listed module must have consistent packed weight / scales / biases tensors, and every
+    quantized tensor set must belong to a listed module; all problems are reported at once.
+    """
+    schemes = _listed_schemes(quant_meta, tensors, source)
+    candidates = dense_modules(model)
+    problems = []
+    for path, scheme in schemes.items():
+        if path not in candidates:
+            problems.append(f"{path}: listed in quantization.modules but the model has no Linear or Embedding there")
+        else:
+            problems += _tensor_problems(path, candidates[path], scheme, tensors)
+    for name, value in tensors.items():
+        module_path, _, leaf = name.rpartition(".")
+        packed = leaf == "weight" and value.dtype == mx.uint32
+        if (leaf in ("scales", "biases") or packed) and module_path not in schemes:
+            problems.append(f"{module_path}: has quantized tensor {name} but quantization.modules does not list it")
+    if problems:
+        raise ValueError(f"{source}: quantization metadata does not match the tensors:\n  " + "\n  ".join(problems))
+    for scheme in set(schemes.values()):
+        check_mode_supported(scheme)
+    quantize_modules(model, schemes)

@@ -173,6 +173,7 @@ def main(argv=None) -> int:
     parser.add_argument("--train-records", type=int, default=30000)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--action-weight", type=float, default=0.2)
+    parser.add_argument("--eval-every", type=int, default=500, help="steps between calibration-accuracy prints")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
     args = parser.parse_args(argv)
     if args.out.exists() and not args.force:
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
             mx.eval(model.parameters(), optimizer.state, scorer_loss)
             recent.append(scorer_loss.item())
             step += 1
-            if step % 250 == 0 or step == args.steps:
+            if step % args.eval_every == 0 or step == args.steps:
                 calib_acc = score(calib, predict_logits(model, calib, codec.pad_id))["overall"]["accuracy"]
                 print(f"step {step}: scorer loss {np.mean(recent):.4f}, calib accuracy {calib_acc:.4f}, "
                       f"{time.time() - train_started:.0f}s", flush=True)

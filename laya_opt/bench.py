@@ -1,0 +1,363 @@
+"""Latency harness: warmup, synchronised timings in rotating baseline/candidate blocks, paired speed-ups.
+
+Method (spec §12.11-§12.12): every runtime sees the same request indices within a block; the order
+of runtimes rotates from block to block (AB, BA, AB, ... for two) so drift and cache warmth do not
+favour one side; the speed-up is the median over blocks of median(baseline)/median(candidate) with a
+bootstrap interval over blocks. Timers stop after `mx.eval` (`Runtime.execute` synchronises each
+batch). Cold time is the first call of a workload on a runtime, before its warmup.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from .runtime import Runtime
+
+MODES = ("end_to_end", "forward")
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    requests: int = 200          # timed requests per workload, runtime and mode
+    warmup: int = 10             # untimed requests per workload, runtime and mode, after the cold call
+    blocks: int = 10             # alternating blocks the timed requests are split into
+    forward_only: bool = True    # also time pre-collated batches through runtime.forward
+    seed: int = 0                # bootstrap resampling
+    bootstrap: int = BOOTSTRAP_RESAMPLES
+
+    def __post_init__(self):
+        for name in ("requests", "blocks", "bootstrap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"benchmark.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"benchmark.warmup must be an integer >= 0, got {self.warmup!r}")
+        if self.blocks > self.requests:
+            raise ValueError(f"benchmark.blocks ({self.blocks}) cannot exceed benchmark.requests ({self.requests}): "
+                             "every block needs at least one timed request")
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return MODES if self.forward_only else MODES[:1]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Statistics
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+
+
+def summarize(samples_ms: Sequence[float]) -> Summary:
+    values = np.asarray(samples_ms, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("cannot summarise zero timing samples")
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return Summary(n=int(values.size), p50_ms=float(p50), p95_ms=float(p95), p99_ms=float(p99),
+                   mean_ms=float(values.mean()), min_ms=float(values.min()), max_ms=float(values.max()))
+
+
+@dataclass(frozen=True)
+class Speedup:
+    median: float        # median over blocks of median(baseline block) / median(candidate block)
+    low: float           # bootstrap interval over blocks
+    high: float
+    blocks: int
+    block_ratios: tuple[float, ...] = field(repr=False, default=())
+
+
+def bootstrap_median_interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                              confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Percentile bootstrap of the median: resample `values` with replacement `resamples` times."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("cannot bootstrap zero values")
+    rng = np.random.default_rng(seed)
+    medians = np.median(data[rng.integers(0, data.size, size=(resamples, data.size))], axis=1)
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def paired_speedup(baseline_blocks: Sequence[Sequence[float]], candidate_blocks: Sequence[Sequence[float]],
+                   resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Speedup:
+    """Per-block ratio of medians, paired by block; > 1 means the candidate is faster."""
+    if len(baseline_blocks) != len(candidate_blocks) or not baseline_blocks:
+        raise ValueError(f"paired blocks needed, got {len(baseline_blocks)} baseline and "
+                         f"{len(candidate_blocks)} candidate blocks")
+    ratios = [float(np.median(base) / np.median(cand)) for base, cand in zip(baseline_blocks, candidate_blocks)]
+    low, high = bootstrap_median_interval(ratios, resamples, seed)
+    return Speedup(median=float(np.median(ratios)), low=low, high=high, blocks=len(ratios), block_ratios=tuple(ratios))
+
+
+def block_schedule(labels: Sequence[str], blocks: int) -> list[tuple[str, ...]]:
+    """Runtime order per block, rotated by one each block: (A, B), (B, A), (A, B), ..."""
+    labels = tuple(labels)
+    return [labels[b % len(labels):] + labels[: b % len(labels)] for b in range(blocks)]
+
+
+def block_slices(requests: int, blocks: int) -> list[range]:
+    """Timed request indices per block; sizes differ by at most one."""
+    base, extra = divmod(requests, blocks)
+    slices, start = [], 0
+    for b in range(blocks):
+        size = base + (1 if b < extra else 0)
+        slices.append(range(start, start + size))
+        start += size
+    return slices
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Environment and memory
+
+
+def _memory_function(name: str) -> Callable | None:
+    # mlx moved the memory API from mx.metal.* to mx.* (spec §13.21); take whichever exists.
+    if hasattr(mx, name):
+        return getattr(mx, name)
+    metal = getattr(mx, "metal", None)
+    return getattr(metal, name, None) if metal is not None else None
+
+
+def peak_memory_of(call: Callable[[], Any]) -> tuple[Any, int | None]:
+    """`call()`'s result and the peak MLX allocation (bytes) while it ran; None when mlx has no memory API."""
+    reset, peak = _memory_function("reset_peak_memory"), _memory_function("get_peak_memory")
+    if reset is None or peak is None:
+        return call(), None
+    reset()
+    result = call()
+    return result, int(peak())
+
+
+def _version(module_name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(module_name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> dict:
+    """Device and library versions, recorded with every result."""
+    device_info = {}
+    info_fn = getattr(mx, "device_info", None) or getattr(getattr(mx, "metal", None), "device_info", None)
+    if info_fn is not None:
+        try:
+            device_info = {key: (value if isinstance(value, (int, float, str, bool)) else str(value))
+                           for key, value in info_fn().items()}
+        except RuntimeError as exc:  # e.g. metal.device_info on a machine without Metal
+            device_info = {"error": str(exc)}
+    return {
+        "device": str(mx.default_device()),
+        "device_info": device_info,
+        "versions": {"mlx": _version("mlx"), "numpy": np.__version__, "tokenizers": _version("tokenizers"),
+                     "python": sys.version.split()[0], "laya-opt": _version("laya-opt")},
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Workload facts
+
+
+def prepared_digest(prepared_requests: Sequence[Sequence]) -> str:
+    """SHA-256 over the int32 token ids, marker positions and qtype of every prepared question, in order."""
+    digest = hashlib.sha256()
+    for prepared in prepared_requests:
+        digest.update(b"R")
+        for item in prepared:
+            digest.update(b"Q" + np.int32(item.qtype).tobytes())
+            digest.update(np.asarray(item.ids, dtype=np.int32).tobytes() + b"|")
+            digest.update(np.asarray(item.markers, dtype=np.int32).tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    name: str
+    requests: int                 # distinct requests in the workload (timed requests cycle through them)
+    questions: int                # questions over those requests
+    unique_forward_inputs: int    # distinct (ids, markers, qtype) among them
+    tokens: int                   # unpadded tokens over those requests
+    token_sha256: str
+
+
+def workload_facts(runtime: Runtime, workload) -> WorkloadFacts:
+    prepared = [runtime.prepare(state, questions) for state, questions in workload.requests]
+    items = [item for request in prepared for item in request]
+    unique = {(item.ids, item.markers, item.qtype) for item in items}
+    return WorkloadFacts(name=workload.name, requests=len(prepared), questions=len(items),
+                         unique_forward_inputs=len(unique), tokens=sum(item.length for item in items),
+                         token_sha256=prepared_digest(prepared))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Timed calls
+
+
+def end_to_end_call(runtime: Runtime, workload) -> Callable[[int], int]:
+    """Request i: prepare -> plan -> forward (synchronised) -> decode; returns the question count."""
+    requests = workload.requests
+
+    def call(index: int) -> int:
+        state, questions = requests[index % len(requests)]
+        return len(runtime.predict(state, questions)["answers"])
+
+    return call
+
+
+def forward_call(runtime: Runtime, workload) -> Callable[[int], int]:
+    """Request i as pre-collated (and already evaluated) batches through the runtime's own forward."""
+    collated = []
+    for state, questions in workload.requests:
+        prepared = runtime.prepare(state, questions)
+        batches = [runtime.collate([prepared[i] for i in group]) for group in runtime.plan(prepared)] if prepared else []
+        for batch in batches:
+            mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+        collated.append((batches, len(prepared)))
+
+    def call(index: int) -> int:
+        batches, count = collated[index % len(collated)]
+        for batch in batches:
+            mx.eval(*runtime.forward(runtime.model, runtime.kernels, batch))
+        return count
+
+    return call
+
+
+CALL_BUILDERS = {"end_to_end": end_to_end_call, "forward": forward_call}
+
+
+def timed_ms(call: Callable[[int], int], index: int) -> tuple[float, int]:
+    started = time.perf_counter_ns()
+    count = call(index)
+    return (time.perf_counter_ns() - started) / 1e6, count
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class Measurement:
+    runtime: str                  # label: the baseline's or a stage's
+    workload: str
+    mode: str                     # end_to_end | forward
+    summary: Summary
+    cold_ms: float                # first call of this workload on this runtime
+    peak_memory_bytes: int | None
+    questions_per_s: float        # timed questions / total timed seconds
+    speedup: Speedup | None       # vs the baseline (None for the baseline itself)
+    block_samples_ms: tuple[tuple[float, ...], ...] = field(repr=False, default=())
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    baseline: str
+    config: BenchConfig
+    workloads: tuple[WorkloadFacts, ...]
+    measurements: tuple[Measurement, ...]
+    environment: dict
+
+    def get(self, runtime: str, workload: str, mode: str = "end_to_end") -> Measurement:
+        for measurement in self.measurements:
+            if (measurement.runtime, measurement.workload, measurement.mode) == (runtime, workload, mode):
+                return measurement
+        raise KeyError(f"no measurement for runtime {runtime!r}, workload {workload!r}, mode {mode!r}")
+
+    def samples(self) -> dict:
+        """Raw samples: runtime -> workload -> mode -> list of blocks of milliseconds."""
+        raw: dict = {}
+        for m in self.measurements:
+            raw.setdefault(m.runtime, {}).setdefault(m.workload, {})[m.mode] = {
+                "blocks_ms": [list(block) for block in m.block_samples_ms], "cold_ms": m.cold_ms}
+        return raw
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    disable=not enabled, transient=True)
+
+
+def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: BenchConfig,
+                 advance: Callable[[int], None] = lambda steps: None) -> dict[str, dict]:
+    """Cold call, warmup, rotating timed blocks and a peak-memory call, for every runtime on one workload."""
+    calls = {label: CALL_BUILDERS[mode](runtime, workload) for label, runtime in runtimes.items()}
+    cold = {label: timed_ms(call, 0)[0] for label, call in calls.items()}
+    for label, call in calls.items():
+        for index in range(config.warmup):
+            call(index)
+        advance(config.warmup)
+    blocks: dict[str, list[list[float]]] = {label: [] for label in calls}
+    questions = dict.fromkeys(calls, 0)
+    memory: dict[str, int | None] = {}
+    schedule = list(zip(block_schedule(list(calls), config.blocks), block_slices(config.requests, config.blocks)))
+    for number, (order, indices) in enumerate(schedule):
+        for label in order:
+            gc.collect()
+            gc.disable()  # a collection inside a timed call would land on whichever runtime is running
+            try:
+                run_block = lambda label=label: [timed_ms(calls[label], index) for index in indices]  # noqa: E731
+                if number == len(schedule) - 1:  # the peak over the last block, read outside the timers
+                    samples, memory[label] = peak_memory_of(run_block)
+                else:
+                    samples = run_block()
+            finally:
+                gc.enable()
+            blocks[label].append([ms for ms, _ in samples])
+            questions[label] += sum(count for _, count in samples)
+            advance(len(indices))
+    return {label: {"blocks": blocks[label], "cold_ms": cold[label], "peak": memory[label],
+                    "questions": questions[label]} for label in calls}
+
+
+def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: Sequence, config: BenchConfig,
+              show_progress: bool = False) -> BenchResult:
+    """Time every runtime on every workload and mode; speed-ups are paired against `baseline_label`."""
+    if baseline_label not in runtimes:
+        raise ValueError(f"baseline {baseline_label!r} is not among the runtimes {list(runtimes)}")
+    facts = tuple(workload_facts(runtimes[baseline_label], workload) for workload in workloads)
+    measurements = []
+    calls_per_mode = len(runtimes) * (config.warmup + config.requests)
+    with _progress(show_progress) as progress:
+        for workload in workloads:
+            for mode in config.modes:
+                task = progress.add_task(f"{workload.name} {mode}", total=calls_per_mode)
+                raw = measure_mode(runtimes, workload, mode, config,
+                                   lambda steps, task=task: progress.advance(task, steps))
+                progress.remove_task(task)
+                base_blocks = raw[baseline_label]["blocks"]
+                for label, data in raw.items():
+                    flat = [ms for block in data["blocks"] for ms in block]
+                    measurements.append(Measurement(
+                        runtime=label, workload=workload.name, mode=mode, summary=summarize(flat),
+                        cold_ms=data["cold_ms"], peak_memory_bytes=data["peak"],
+                        questions_per_s=data["questions"] / max(sum(flat) / 1000.0, 1e-12),
+                        speedup=None if label == baseline_label else paired_speedup(
+                            base_blocks, data["blocks"], config.bootstrap, config.seed),
+                        block_samples_ms=tuple(tuple(block) for block in data["blocks"])))
+    return BenchResult(baseline=baseline_label, config=config, workloads=facts, measurements=tuple(measurements),
+                       environment=environment())

@@ -1,0 +1,82 @@
+"""`laya-opt run` and `laya-opt explain`: experiment files from the command line.
+
+Exit codes of `run`: 0 all gates passed (or failed gates waived with --allow-failed-gates), 1 a pass
+raised or mutated its input (no results directory is written), 2 bad input (usage, invalid experiment
+file, missing checkpoint or suite), 3 a gate failed.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+BAD_INPUT = 2
+PASS_FAILED = 1
+GATE_FAILED = 3
+
+
+def _fail(message: str, code: int) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def _load(path: str):
+    from .experiment import load_experiment
+
+    try:
+        return load_experiment(Path(path))
+    except (ValueError, FileNotFoundError, TypeError) as exc:
+        _fail(str(exc), BAD_INPUT)
+
+
+@click.command("explain")
+@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
+def explain(experiment_file: str) -> None:
+    """Print the resolved plan of EXPERIMENT_FILE (stages, contracts, gates, workloads) without loading weights."""
+    from .experiment import explain as render_plan
+
+    click.echo(render_plan(_load(experiment_file)))
+
+
+@click.command("run")
+@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--allow-failed-gates", is_flag=True,
+              help="Exit 0 even if a gate failed; the report marks those gates WAIVED (reject/stop still apply).")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
+              help="Write the results directory here instead of the experiment's output_dir.")
+@click.option("--requests", type=click.IntRange(min=1), default=None,
+              help="Timed requests per workload, runtime and mode (overrides benchmark.requests).")
+@click.option("--no-bench", is_flag=True, help="Gate the stages but skip the benchmark.")
+@click.option("--quiet", is_flag=True, help="No progress output; the stage table is still printed.")
+def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
+        no_bench: bool, quiet: bool) -> None:
+    """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
+    from .experiment import ExperimentError
+    from .pipeline import PipelineError
+    from .report import print_outcome, run_experiment
+
+    experiment = _load(experiment_file)
+    console = Console()
+    if not console.is_terminal:  # logs and pipes: print the table at full width instead of 80 columns
+        console = Console(width=240)
+    say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {message}[/]",
+                                                                              highlight=False))
+    # SIGTERM becomes SystemExit so that run_experiment removes its temp dir on the way out.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
+                                 allow_failed_gates=allow_failed_gates,
+                                 show_progress=not quiet and console.is_terminal, say=say)
+    except PipelineError as exc:
+        _fail(f"{exc}; no results directory was written", PASS_FAILED)
+    except (ExperimentError, FileNotFoundError, FileExistsError) as exc:
+        _fail(str(exc), BAD_INPUT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print_outcome(outcome, console)
+    if outcome.gates_failed and not allow_failed_gates:
+        console.print("[bold red]gates failed[/] (exit 3); --allow-failed-gates waives them", highlight=False)
+    sys.exit(outcome.exit_code)

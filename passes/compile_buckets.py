@@ -1,0 +1,290 @@
+"""Whole-forward `mx.compile` with padded lengths rounded up to shape buckets (spec §12.3, §13.18).
+
+The runtime's forward becomes a `BucketedForward`: each batch is padded (right, PAD id, mask false) to
+the smallest bucket >= its length, and one compiled function per (B, padded L, K) runs the model with
+the runtime's kernels. Compilation is per shape: `shapeless=True` would break the model, whose graph
+reads shapes into Python (reshapes, `arange` masks, marker gathers). Longer batches than every bucket
+run compiled at their exact length and are counted as fallbacks. The compiled graph captures the
+model's arrays and the kernels, so the forward refuses any other model or kernels object: a
+parameter-changing pass after compile must be followed by a fresh compile (`captures` orders it).
+
+Buckets are given, planned from a suite or workload length histogram under a padding-waste budget,
+or multiples of `multiple` up to `max_len`.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from laya_opt.batching import Batch, pad_batch
+from laya_opt.model import Kernels, LayaModel
+from laya_opt.passes_api import PassSpec
+from laya_opt.runtime import eager_forward
+
+NAME = "compile_buckets"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class CompileBucketsConfig:
+    buckets: tuple[int, ...] = ()       # explicit padded lengths, increasing; empty: planned or multiples
+    multiple: int = 16                  # when neither buckets nor plan_from: every multiple up to max_len
+    plan_from: str = "none"             # a suite or workload name whose length histogram plans the buckets
+    suites_dir: str = "fidelity/suites"
+    max_padding_waste: float = 0.10     # planning budget: bucket padding / bucketed tokens
+    max_buckets: int = 8                # planning cap on the number of buckets
+
+    def __post_init__(self):
+        if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.buckets):
+            raise ValueError(f"buckets must be positive integers, got {list(self.buckets)!r}")
+        if any(a >= b for a, b in zip(self.buckets, self.buckets[1:])):
+            raise ValueError(f"buckets must be strictly increasing, got {list(self.buckets)!r}")
+        if isinstance(self.multiple, bool) or not isinstance(self.multiple, int) or self.multiple < 1:
+            raise ValueError(f"multiple must be an integer >= 1, got {self.multiple!r}")
+        if not isinstance(self.plan_from, str) or not self.plan_from:
+            raise ValueError(f"plan_from must be a suite or workload name or 'none', got {self.plan_from!r}")
+        if self.buckets and self.plan_from != "none":
+            raise ValueError(f"give either buckets or plan_from, not both (plan_from={self.plan_from!r})")
+        waste = self.max_padding_waste
+        if isinstance(waste, bool) or not isinstance(waste, (int, float)) or not 0.0 <= waste < 1.0:
+            raise ValueError(f"max_padding_waste must be a number in [0, 1), got {waste!r}")
+        if isinstance(self.max_buckets, bool) or not isinstance(self.max_buckets, int) or self.max_buckets < 1:
+            raise ValueError(f"max_buckets must be an integer >= 1, got {self.max_buckets!r}")
+
+
+# ----------------------------------------------------------------------------- bucket planning
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    buckets: tuple[int, ...]
+    waste: float        # bucket padding tokens / bucketed tokens over the histogram
+    within_budget: bool
+
+
+def _check_histogram(histogram: Mapping[int, int]) -> None:
+    if not histogram:
+        raise ValueError("plan_buckets needs a non-empty length histogram")
+    for length, rows in histogram.items():
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1 or \
+                isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ValueError(f"length histogram entries must be positive integers, got {length!r}: {rows!r}")
+
+
+def plan_buckets(histogram: Mapping[int, int], max_padding_waste: float, max_buckets: int) -> BucketPlan:
+    """Fewest buckets whose rounding waste stays within budget (at most `max_buckets`; else the least waste).
+
+    `histogram` maps a batch length to the rows evaluated at it. The optimal buckets are a subset of the
+    lengths that includes the longest; dynamic programming over k buckets minimises padded tokens.
+    """
+    _check_histogram(histogram)
+    # float64 holds token counts exactly (< 2**53) and lets impossible groupings be +inf.
+    lengths = np.array(sorted(histogram), dtype=np.float64)
+    rows = np.array([histogram[int(length)] for length in lengths], dtype=np.float64)
+    count = len(lengths)
+    real = float(np.sum(lengths * rows))
+    prefix = np.concatenate([[0.0], np.cumsum(rows)])
+    # cost[i, j]: rows i..j padded to lengths[j]; inf below the diagonal.
+    cost = np.where(np.arange(count)[:, None] <= np.arange(count)[None, :],
+                    lengths[None, :] * (prefix[None, 1:] - prefix[:-1, None]), np.inf)
+    budget = max_padding_waste + 1e-12  # float slack: a plan exactly at the budget is within it
+    best, choices = cost[0], []  # best[j]: fewest padded tokens covering lengths 0..j, last bucket lengths[j]
+    waste = float(1.0 - real / best[-1])
+    for _ in range(1, min(max_buckets, count)):
+        if waste <= budget:
+            break
+        # One more bucket: previous buckets cover 0..i-1, the new one i..j (i >= 1).
+        total = best[:-1, None] + cost[1:, :]
+        choices.append(np.argmin(total, axis=0) + 1)
+        best = np.min(total, axis=0)
+        waste = float(1.0 - real / best[-1])
+    edges, end = [int(lengths[-1])], count - 1
+    for chosen in reversed(choices):
+        end = int(chosen[end]) - 1
+        edges.append(int(lengths[end]))
+    return BucketPlan(tuple(sorted(edges)), waste, waste <= budget)
+
+
+def multiple_buckets(multiple: int, max_len: int) -> tuple[int, ...]:
+    """Every multiple of `multiple` below max_len, then max_len itself (the port's m = 16 policy)."""
+    return tuple(range(multiple, max_len, multiple)) + (max_len,)
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int | None:
+    """Smallest bucket >= length; None when every bucket is shorter."""
+    return next((bucket for bucket in buckets if bucket >= length), None)
+
+
+def length_histogram(runtime, requests: Sequence[tuple[Any, Mapping]]) -> dict[int, int]:
+    """Batch length -> rows, over the batches the runtime's own planner forms for (state, questions) requests."""
+    histogram: dict[int, int] = {}
+    for state, questions in requests:
+        prepared = runtime.prepare(state, questions)
+        for group in runtime.plan(prepared) if prepared else ():
+            length = max(prepared[index].length for index in group)
+            histogram[length] = histogram.get(length, 0) + len(group)
+    return histogram
+
+
+def _project_path(value: str) -> Path:
+    # Relative paths are anchored at the project root, as in experiment files, not at the working directory.
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def requests_named(name: str, suites_dir: str) -> list[tuple[Any, Mapping]]:
+    """(state, questions) pairs of a suite (a name in `suites_dir` or a .jsonl path), else of the workload `name`."""
+    is_path = "/" in name or name.endswith(".jsonl")
+    directory = _project_path(suites_dir)
+    suite_path = _project_path(name) if is_path else directory / f"{name}.jsonl"
+    if suite_path.is_file():
+        from fidelity.suites import load_suite
+
+        return [(record.state, record.questions) for record in load_suite(suite_path).records]
+    if is_path:
+        raise ValueError(f"{NAME}.plan_from: suite file {suite_path} does not exist")
+    from fidelity.workloads import build_workload
+
+    try:
+        return list(build_workload(name, directory).requests)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{NAME}.plan_from: {name!r} is neither a suite in {directory} nor a workload ({exc})") \
+            from None
+
+
+# ----------------------------------------------------------------------------- the compiled forward
+
+
+def new_stats() -> dict:
+    """Counters the forward updates in place (plain, JSON-ready data; `report` copies them)."""
+    return {"calls": 0, "compiles": 0, "recompiles": 0, "fallbacks": 0, "shape_changes": 0,
+            "evaluated_tokens": 0, "real_tokens": 0, "bucket_padding_tokens": 0,
+            "padding_waste": 0.0, "bucket_waste": 0.0, "last_shape": None, "shapes": {}}
+
+
+def _compile_model(model: LayaModel, kernels: Kernels) -> Callable:
+    def forward_arrays(input_ids, attention_mask, marker_pos, marker_mask, qtype):
+        return model(input_ids, attention_mask, marker_pos, marker_mask, qtype, kernels=kernels)
+
+    return mx.compile(forward_arrays)
+
+
+@dataclass(frozen=True, eq=False)  # identity equality: comparing field-wise would compare whole models
+class BucketedForward:
+    """A `Runtime.forward` bound to one model and kernels object; compiled functions are cached per shape."""
+
+    model: LayaModel
+    kernels: Kernels
+    buckets: tuple[int, ...]
+    pad_id: int
+    stats: dict = field(default_factory=new_stats)
+    # Mutable on purpose: the cache fills as new (B, L, K) shapes arrive.
+    compiled: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def description(self) -> str:
+        return f"compiled, buckets={list(self.buckets)}"
+
+    def check_bound(self, model: LayaModel, kernels: Kernels) -> None:
+        if model is not self.model:
+            raise RuntimeError("compile_buckets: the compiled forward was built for another model object; "
+                               "compile must be re-applied after parameter-changing passes")
+        if kernels != self.kernels:
+            raise RuntimeError("compile_buckets: the compiled forward was built for other kernels; "
+                               "compile must be re-applied after kernel-changing passes")
+
+    def __call__(self, model: LayaModel, kernels: Kernels, batch: Batch) -> tuple[mx.array, mx.array]:
+        self.check_bound(model, kernels)
+        batch_size, length, slots = batch.shape
+        padded = bucket_for(length, self.buckets)
+        stats = self.stats
+        if padded is None:
+            stats["fallbacks"] += 1
+            padded = length
+        batch = pad_batch(batch, padded, self.pad_id)
+        key = f"{batch_size}x{padded}x{slots}"
+        compiled = self.compiled.get(key)
+        first = compiled is None
+        if first:
+            compiled = self.compiled[key] = _compile_model(self.model, self.kernels)
+        started = time.perf_counter()
+        outputs = compiled(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+        mx.eval(outputs)  # the runtime synchronises next anyway; here it times the first call and steady calls
+        elapsed = time.perf_counter() - started
+        self._record(key, first, elapsed, batch_size, length, padded, int(np.array(batch.attention_mask).sum()))
+        return outputs
+
+    def _record(self, key: str, first: bool, elapsed: float, batch_size: int, length: int, padded: int,
+                real: int) -> None:
+        stats = self.stats
+        if first:
+            stats["recompiles"] += int(stats["compiles"] > 0)
+            stats["compiles"] += 1
+            stats["shapes"][key] = {"first_call_s": elapsed, "calls": 0, "steady_s": 0.0}
+        else:
+            stats["shapes"][key]["steady_s"] += elapsed
+        stats["shapes"][key]["calls"] += 1
+        stats["shape_changes"] += int(stats["last_shape"] not in (None, key))
+        stats["last_shape"] = key
+        stats["calls"] += 1
+        stats["evaluated_tokens"] += batch_size * padded
+        stats["real_tokens"] += real
+        stats["bucket_padding_tokens"] += batch_size * (padded - length)
+        stats["padding_waste"] = 1.0 - stats["real_tokens"] / stats["evaluated_tokens"]
+        stats["bucket_waste"] = stats["bucket_padding_tokens"] / stats["evaluated_tokens"]
+
+
+def report(runtime) -> dict:
+    """The pass's facts plus a copy of the live counters, with steady-state mean latency per shape."""
+    if NAME not in runtime.info:
+        raise ValueError(f"runtime {runtime.identity} has no {NAME} report (pass not applied)")
+    facts = dict(runtime.info[NAME])
+    stats = copy.deepcopy(facts.pop("stats"))
+    for shape in stats["shapes"].values():
+        steady_calls = shape["calls"] - 1
+        shape["steady_mean_s"] = shape["steady_s"] / steady_calls if steady_calls else None
+    return {**facts, **stats}
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+def _choose_buckets(runtime, config: CompileBucketsConfig) -> tuple[tuple[int, ...], dict]:
+    max_len = runtime.agent_config.max_len
+    if config.buckets:
+        too_long = [bucket for bucket in config.buckets if bucket > max_len]
+        if too_long:
+            raise ValueError(f"{NAME}.buckets: {too_long} exceed max_len {max_len}")
+        return config.buckets, {"source": "given"}
+    if config.plan_from != "none":
+        histogram = length_histogram(runtime, requests_named(config.plan_from, config.suites_dir))
+        if not histogram:
+            raise ValueError(f"{NAME}.plan_from: {config.plan_from!r} holds no questions to plan buckets from")
+        plan = plan_buckets(histogram, config.max_padding_waste, config.max_buckets)
+        return plan.buckets, {"source": f"planned from {config.plan_from}", "planned_waste": plan.waste,
+                              "within_budget": plan.within_budget, "histogram_rows": sum(histogram.values())}
+    return multiple_buckets(config.multiple, max_len), {"source": f"multiples of {config.multiple}"}
+
+
+def apply(runtime, config: CompileBucketsConfig):
+    if runtime.forward is not eager_forward and not isinstance(runtime.forward, BucketedForward):
+        raise ValueError(f"{NAME}: the runtime's forward is already replaced "
+                         f"({getattr(runtime.forward, 'description', runtime.forward)!r}); compile wraps the model "
+                         "call itself and would drop it")
+    buckets, facts = _choose_buckets(runtime, config)
+    forward = BucketedForward(model=runtime.model, kernels=runtime.kernels, buckets=buckets,
+                              pad_id=runtime.codec.pad_id)
+    info = {"buckets": list(buckets), **facts, "stats": forward.stats}
+    return runtime.replace(forward=forward, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
+                           info={**runtime.info, NAME: info})
+
+
+PASS = PassSpec(name=NAME, config_type=CompileBucketsConfig, apply=apply, exact=True,
+                description="mx.compile of the whole forward per (B, bucketed L, K) shape",
+                replaces=frozenset({"forward"}), captures=frozenset({"model", "kernels"}))

@@ -1,0 +1,77 @@
+"""Length-sorted batching under a question cap and a padded-token budget (spec §12.4).
+
+Replaces the batch planner: questions are sorted by prepared length (stable, so equal lengths keep the
+caller's order) and cut into consecutive groups of at most `max_questions` rows and `token_budget`
+padded tokens (B · L, L the longest row). The runtime scatters every row back to its caller index, and
+the model is padding-invariant per row, so answers and model inputs are unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from laya_opt.batching import Planner, padding_waste
+from laya_opt.passes_api import PassSpec
+from laya_opt.prompt import PreparedQuestion
+
+NAME = "length_sorted_batching"
+
+
+@dataclass(frozen=True)
+class LengthSortedConfig:
+    max_questions: int = 16    # rows per forward
+    token_budget: int = 8192   # padded tokens (B · L) per forward; a longer single question runs alone
+
+    def __post_init__(self):
+        for name in ("max_questions", "token_budget"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def sorted_groups(lengths: Sequence[int], max_questions: int, token_budget: int) -> list[tuple[int, ...]]:
+    """Indices sorted by length (stable), grouped greedily; ascending order makes the newest row the longest."""
+    order = sorted(range(len(lengths)), key=lambda index: lengths[index])
+    groups: list[tuple[int, ...]] = []
+    current: list[int] = []
+    for index in order:
+        rows = len(current) + 1
+        if current and (rows > max_questions or rows * lengths[index] > token_budget):
+            groups.append(tuple(current))
+            current = []
+        current.append(index)
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def length_sorted_planner(config: LengthSortedConfig) -> Planner:
+    def plan(items: Sequence[PreparedQuestion]) -> list[tuple[int, ...]]:
+        return sorted_groups([item.length for item in items], config.max_questions, config.token_budget)
+
+    plan.description = (f"length-sorted, max_questions={config.max_questions}, "
+                        f"token_budget={config.token_budget}")
+    return plan
+
+
+def padding_comparison(items: Sequence[PreparedQuestion], before: Planner, after: Planner) -> dict:
+    """Padding waste (1 − real / padded tokens) and batch count of one request under two planners."""
+    if not items:
+        raise ValueError("padding_comparison needs at least one prepared question")
+    plans = {"before": before(items), "after": after(items)}
+    return {**{f"waste_{key}": padding_waste(items, groups) for key, groups in plans.items()},
+            **{f"batches_{key}": len(groups) for key, groups in plans.items()},
+            "real_tokens": sum(item.length for item in items)}
+
+
+def apply(runtime, config: LengthSortedConfig):
+    planner = length_sorted_planner(config)
+    report = {"max_questions": config.max_questions, "token_budget": config.token_budget,
+              "replaced_planner": getattr(runtime.planner, "description", repr(runtime.planner))}
+    return runtime.replace(planner=planner, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
+                           info={**runtime.info, NAME: report})
+
+
+PASS = PassSpec(name=NAME, config_type=LengthSortedConfig, apply=apply, exact=True,
+                description="batches questions by sorted length under a question cap and a padded-token budget",
+                replaces=frozenset({"planner"}))

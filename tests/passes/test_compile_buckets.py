@@ -1,0 +1,233 @@
+"""Compiled, bucketed forward: equals eager, counts shapes and fallbacks, refuses stale models, plans buckets."""
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fidelity.checker import EvalRequest, evaluate
+from fidelity.metrics import compare
+from fidelity.suites import QuestionTag, SuiteRecord, write_suite
+from laya_opt.passes_api import check_order, config_from_mapping
+from laya_opt.pipeline import runtime_fingerprint
+from laya_opt.runtime import clone_model, eager_forward, load_runtime
+from passes import compile_buckets, head_prune_final, local_window_attention
+from passes.compile_buckets import (PASS, BucketedForward, CompileBucketsConfig, bucket_for, multiple_buckets,
+                                    plan_buckets, report)
+
+from conftest import write_tiny_checkpoint
+
+# ----------------------------------------------------------------------------- bucket planning
+
+
+def padded_tokens(histogram, buckets):
+    return sum(bucket_for(length, buckets) * rows for length, rows in histogram.items())
+
+
+histograms = st.dictionaries(st.integers(1, 300), st.integers(1, 20), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(histograms, st.floats(0.0, 0.5), st.integers(1, 6))
+def test_plan_uses_the_fewest_buckets_within_budget_and_the_least_waste_otherwise(histogram, budget, max_buckets):
+    plan = plan_buckets(histogram, budget, max_buckets)
+    lengths = sorted(histogram)
+    real = sum(length * rows for length, rows in histogram.items())
+    assert plan.buckets[-1] == lengths[-1] and set(plan.buckets) <= set(lengths)
+    assert plan.waste == pytest.approx(1 - real / padded_tokens(histogram, plan.buckets))
+    # Brute force over every subset that keeps the longest length.
+    best_by_count = {}
+    for count in range(1, min(max_buckets, len(lengths)) + 1):
+        best_by_count[count] = min(padded_tokens(histogram, subset + (lengths[-1],))
+                                   for subset in itertools.combinations(lengths[:-1], count - 1))
+    feasible = [count for count, padded in best_by_count.items() if 1 - real / padded <= budget + 1e-12]
+    if feasible:
+        assert plan.within_budget and len(plan.buckets) == min(feasible)
+        assert padded_tokens(histogram, plan.buckets) == best_by_count[min(feasible)]
+    else:
+        assert not plan.within_budget and len(plan.buckets) == len(best_by_count)
+        assert padded_tokens(histogram, plan.buckets) == min(best_by_count.values())
+
+
+def test_plan_edges():
+    assert plan_buckets({93: 4}, 0.0, 8).buckets == (93,)
+    assert plan_buckets({10: 5, 20: 5, 30: 1, 100: 1}, 0.0, 8).buckets == (10, 20, 30, 100)
+    assert plan_buckets({64: 49, 1024: 1}, 0.5, 1).buckets == (1024,)
+    for bad in ({}, {0: 3}, {10: 0}, {10.5: 1}):
+        with pytest.raises(ValueError, match="histogram"):
+            plan_buckets(bad, 0.1, 4)
+
+
+def test_bucket_lookup_and_multiples_never_exceed_max_len():
+    assert multiple_buckets(16, 128) == tuple(range(16, 129, 16))
+    assert multiple_buckets(48, 128) == (48, 96, 128)
+    assert multiple_buckets(200, 128) == (128,)
+    assert bucket_for(93, (64, 96, 128)) == 96 and bucket_for(96, (64, 96)) == 96 and bucket_for(97, (64, 96)) is None
+
+
+@pytest.mark.parametrize("values, field", [
+    ({"buckets": [64, 64]}, "buckets"), ({"buckets": [96, 64]}, "buckets"), ({"buckets": [0, 64]}, "buckets"),
+    ({"buckets": [64], "plan_from": "heldout"}, "buckets"), ({"multiple": 0}, "multiple"),
+    ({"max_padding_waste": 1.0}, "max_padding_waste"), ({"max_padding_waste": -0.1}, "max_padding_waste"),
+    ({"max_buckets": 0}, "max_buckets"), ({"plan_from": ""}, "plan_from"), ({"buckets": 64}, "buckets"),
+    ({"bucket": [64]}, "bucket"),
+])
+def test_bad_config_raises_naming_the_field(values, field):
+    with pytest.raises(ValueError, match=field):
+        config_from_mapping(CompileBucketsConfig, values, "compile_buckets")
+
+
+def test_compile_must_come_after_every_pass_that_changes_model_or_kernels():
+    with pytest.raises(ValueError, match="compile_buckets"):
+        check_order([compile_buckets.PASS, head_prune_final.PASS])
+    check_order([head_prune_final.PASS, local_window_attention.PASS, compile_buckets.PASS])
+
+
+# ----------------------------------------------------------------------------- the compiled forward
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    path = write_tiny_checkpoint(tmp_path_factory.mktemp("compile") / "ckpt",
+                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
+                                                    "local_attention": 8},
+                                 agent_overrides={"head_layers": 2})
+    return load_runtime(path, "float32", batch_size=4)
+
+
+@pytest.fixture(scope="module")
+def compiled(runtime):
+    return PASS.apply(runtime, CompileBucketsConfig(buckets=(48, 96)))
+
+
+def request_questions(words, options):
+    return {f"q{index}": {"type": "choice", "instructions": "pick " * count,
+                          "criteria": [f"o{i}" for i in range(options[index % len(options)])]}
+            for index, count in enumerate(words)}
+
+
+def run_both(runtime, compiled_runtime, state_words, words, options):
+    prepared = runtime.prepare("hello " * state_words, request_questions(words, options))
+    batch = runtime.collate(prepared)
+    eager = eager_forward(runtime.model, runtime.kernels, batch)
+    fast = compiled_runtime.forward(compiled_runtime.model, compiled_runtime.kernels, batch)
+    for a, b in zip(eager, fast):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=1e-5, rtol=0)
+    return batch.shape, sum(item.length for item in prepared)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 30), st.lists(st.integers(1, 12), min_size=1, max_size=3),
+       st.lists(st.integers(1, 4), min_size=1, max_size=3))
+def test_compiled_equals_eager_for_any_shape_inside_a_bucket(runtime, compiled, state_words, words, options):
+    (batch_size, length, _), _ = run_both(runtime, compiled, state_words, words, options)
+    assert length <= 96 and batch_size == len(words)
+
+
+def test_compiled_equals_eager_across_shape_changes_and_counts_them(runtime):
+    fresh = PASS.apply(runtime, CompileBucketsConfig(buckets=(48, 96)))
+    runs = [run_both(runtime, fresh, state, words, [3]) for state, words in
+            [(5, [2, 3]), (40, [1]), (6, [4, 1]), (60, [2]), (7, [5, 6])]]
+    # (2, <=48, 3) three times with different lengths and contents, (1, 49..96, 3) twice: two compiles.
+    assert all(shape[1] <= 48 for shape, _ in runs[0::2]) and all(48 < shape[1] <= 96 for shape, _ in runs[1::2])
+    stats = report(fresh)
+    assert stats["compiles"] == 2 and stats["recompiles"] == 1 and stats["calls"] == 5
+    assert stats["shape_changes"] == 4 and stats["fallbacks"] == 0
+    assert set(stats["shapes"]) == {"2x48x3", "1x96x3"} and stats["shapes"]["2x48x3"]["calls"] == 3
+    assert stats["shapes"]["2x48x3"]["first_call_s"] > 0 and stats["shapes"]["2x48x3"]["steady_mean_s"] > 0
+    assert stats["evaluated_tokens"] == 3 * 2 * 48 + 2 * 96
+    assert stats["real_tokens"] == sum(real for _, real in runs)
+    assert stats["padding_waste"] == pytest.approx(1 - stats["real_tokens"] / stats["evaluated_tokens"])
+    bucket_padding = sum(shape[0] * (bucket_for(shape[1], (48, 96)) - shape[1]) for shape, _ in runs)
+    assert stats["bucket_waste"] == pytest.approx(bucket_padding / stats["evaluated_tokens"])
+    json.dumps(stats)  # plain data
+
+
+def test_longer_than_every_bucket_runs_at_exact_length_and_counts_a_fallback(runtime):
+    fresh = PASS.apply(runtime, CompileBucketsConfig(buckets=(32,)))
+    (_, length, _), _ = run_both(runtime, fresh, 50, [2], [2])
+    stats = report(fresh)
+    assert stats["fallbacks"] == 1 and list(stats["shapes"]) == [f"1x{length}x2"] and stats["bucket_waste"] == 0
+
+
+def test_compiled_forward_refuses_another_model_or_kernels(runtime, compiled):
+    prepared = runtime.prepare("hello", request_questions([1], [2]))
+    swapped = compiled.replace(model=clone_model(compiled.model))
+    with pytest.raises(RuntimeError, match="re-applied after parameter-changing passes"):
+        swapped.predict("hello", request_questions([1], [2]))
+    pruned = head_prune_final.PASS.apply(compiled, head_prune_final.HeadPruneConfig())
+    with pytest.raises(RuntimeError, match="compile must be re-applied"):
+        pruned.execute(prepared)
+    # Re-applying compile binds the new kernels.
+    recompiled = PASS.apply(pruned, CompileBucketsConfig(buckets=(48, 96)))
+    assert recompiled.forward.kernels is pruned.kernels
+    recompiled.execute(prepared)
+
+
+def test_buckets_beyond_max_len_and_replaced_forwards_are_refused(runtime):
+    with pytest.raises(ValueError, match="buckets.*max_len 128"):
+        PASS.apply(runtime, CompileBucketsConfig(buckets=(64, 256)))
+    other = runtime.replace(forward=lambda model, kernels, batch: eager_forward(model, kernels, batch))
+    with pytest.raises(ValueError, match="forward"):
+        PASS.apply(other, CompileBucketsConfig())
+
+
+def test_default_buckets_are_multiples_up_to_max_len(runtime):
+    candidate = PASS.apply(runtime, CompileBucketsConfig(multiple=48))
+    assert candidate.forward.buckets == (48, 96, 128) and candidate.info["compile_buckets"]["buckets"] == [48, 96, 128]
+
+
+def test_buckets_planned_from_a_suite(runtime, tmp_path):
+    records = []
+    for index, words in enumerate([3, 3, 3, 40]):
+        questions = {"q": {"type": "noul", "instructions": "is it " * words}}
+        tags = {"q": QuestionTag(type="noul", language="en", options=2, length_class="short")}
+        records.append(SuiteRecord(f"r{index}", "hello " * 5, questions, {"q": True}, tags))
+    write_suite(tmp_path / "lengths.jsonl", "lengths", records)
+    candidate = PASS.apply(runtime, CompileBucketsConfig(plan_from="lengths", suites_dir=str(tmp_path),
+                                                         max_padding_waste=0.0))
+    lengths = sorted({item.length for record in records for item in runtime.prepare(record.state, record.questions)})
+    assert candidate.forward.buckets == tuple(lengths)
+    info = candidate.info["compile_buckets"]
+    assert info["within_budget"] and info["planned_waste"] == 0.0 and info["histogram_rows"] == 4
+    one = PASS.apply(runtime, CompileBucketsConfig(plan_from=str(tmp_path / "lengths.jsonl"), max_buckets=1))
+    assert one.forward.buckets == (lengths[-1],) and not one.info["compile_buckets"]["within_budget"]
+    with pytest.raises(ValueError, match="plan_from"):
+        PASS.apply(runtime, CompileBucketsConfig(plan_from=str(tmp_path / "missing.jsonl")))
+
+
+def test_buckets_planned_from_a_workload_and_unknown_names_refused(runtime):
+    candidate = PASS.apply(runtime, CompileBucketsConfig(plan_from="short-16", max_buckets=2))
+    info = candidate.info["compile_buckets"]
+    assert info["source"] == "planned from short-16" and info["histogram_rows"] == 16
+    assert 1 <= len(info["buckets"]) <= 2 and info["buckets"][-1] <= runtime.agent_config.max_len
+    with pytest.raises(ValueError, match="plan_from.*neither a suite"):
+        PASS.apply(runtime, CompileBucketsConfig(plan_from="no-such-suite"))
+
+
+REQUESTS = [
+    EvalRequest("a", "hello " * 12, {**request_questions([1, 4, 9], [1, 3, 5]),
+                                     "n": {"type": "noul", "instructions": "is it"}}),
+    EvalRequest("b", "hello " * 90, {"s": {"type": "score", "instructions": "rate", "criteria": ["low", "high"]}}),
+]
+
+
+def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
+    before = runtime_fingerprint(runtime)
+    candidate = PASS.apply(runtime, CompileBucketsConfig(buckets=(48, 96)))
+    assert runtime_fingerprint(runtime) == before and runtime.forward is eager_forward
+    assert isinstance(candidate.forward, BucketedForward) and candidate.forward.model is runtime.model
+    metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics
+    assert metrics["max_abs_dp"] <= 1e-5
+    assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
+    assert candidate.applied == ("compile_buckets",) and candidate.identity.endswith("+compile_buckets")
+    stats = report(candidate)
+    assert stats["buckets"] == [48, 96] and stats["source"] == "given"
+    shapes = [(len(group), max(prepared[i].length for i in group)) for request in REQUESTS
+              for prepared in [runtime.prepare(request.state, request.questions)] for group in runtime.plan(prepared)]
+    assert stats["calls"] == len(shapes)
+    assert stats["fallbacks"] == sum(length > 96 for _, length in shapes) == 1
+    assert stats["evaluated_tokens"] == sum(rows * (bucket_for(length, (48, 96)) or length) for rows, length in shapes)
+    with pytest.raises(ValueError, match="compile_buckets"):
+        report(runtime)

@@ -1,0 +1,128 @@
+"""Length-sorted planner: valid plans within limits, caller order restored, answers independent of batching."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fidelity.checker import EvalRequest, evaluate
+from fidelity.metrics import compare
+from laya_opt.batching import check_plan, insertion_order_planner
+from laya_opt.passes_api import config_from_mapping
+from laya_opt.pipeline import runtime_fingerprint
+from laya_opt.prompt import PreparedQuestion
+from laya_opt.runtime import load_runtime
+from passes.length_sorted_batching import (PASS, LengthSortedConfig, length_sorted_planner, padding_comparison,
+                                           sorted_groups)
+
+from conftest import write_tiny_checkpoint
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 300), max_size=60), st.integers(1, 20), st.integers(1, 2000))
+def test_groups_cover_every_index_once_sorted_and_within_limits(lengths, max_questions, token_budget):
+    groups = sorted_groups(lengths, max_questions, token_budget)
+    check_plan(groups, len(lengths))
+    order = [index for group in groups for index in group]
+    # Sorting is stable: by length, then by caller index.
+    assert order == sorted(range(len(lengths)), key=lambda index: (lengths[index], index))
+    for group in groups:
+        assert len(group) <= max_questions
+        assert len(group) == 1 or len(group) * max(lengths[i] for i in group) <= token_budget
+
+
+def fake_item(qid, length, markers=(1,)):
+    return PreparedQuestion(qid=qid, type_name="choice", qtype=0, ids=(2,) * length, markers=tuple(markers),
+                            option_keys=tuple(str(m) for m in markers))
+
+
+def test_padding_waste_before_and_after_on_one_long_and_many_short():
+    # One 100-token question first, then seven of 20: insertion order pads all eight to 100.
+    items = [fake_item("long", 100)] + [fake_item(f"q{i}", 20) for i in range(7)]
+    config = LengthSortedConfig(max_questions=4, token_budget=10_000)
+    result = padding_comparison(items, insertion_order_planner(16), length_sorted_planner(config))
+    assert result["waste_before"] == pytest.approx(1 - 240 / 800)
+    # Sorted: [20 x 4] then [20 x 3, 100] -> 80 + 400 padded tokens.
+    assert result["waste_after"] == pytest.approx(1 - 240 / 480)
+    assert result["batches_before"] == 1 and result["batches_after"] == 2 and result["real_tokens"] == 240
+    with pytest.raises(ValueError, match="at least one"):
+        padding_comparison([], insertion_order_planner(16), length_sorted_planner(config))
+
+
+def test_a_question_longer_than_the_budget_runs_alone():
+    assert sorted_groups([5, 50, 5], max_questions=8, token_budget=20) == [(0, 2), (1,)]
+
+
+@pytest.mark.parametrize("values, field", [
+    ({"max_questions": 0}, "max_questions"), ({"token_budget": -1}, "token_budget"),
+    ({"max_questions": True}, "max_questions"), ({"token_budget": 1.5}, "token_budget"), ({"budget": 8}, "budget"),
+])
+def test_bad_config_raises_naming_the_field(values, field):
+    with pytest.raises(ValueError, match=field):
+        config_from_mapping(LengthSortedConfig, values, "length_sorted_batching")
+
+
+def test_bad_config_values_raise_in_the_dataclass():
+    with pytest.raises(ValueError, match="max_questions"):
+        LengthSortedConfig(max_questions=0)
+    with pytest.raises(ValueError, match="token_budget"):
+        LengthSortedConfig(token_budget=0)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    path = write_tiny_checkpoint(tmp_path_factory.mktemp("sorted") / "ckpt",
+                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
+                                                    "local_attention": 8},
+                                 agent_overrides={"head_layers": 2})
+    return load_runtime(path, "float32", batch_size=16)
+
+
+def question(kind, words, options):
+    if kind == "choice":
+        return {"type": "choice", "instructions": "pick " * words, "criteria": [f"o{i}" for i in range(options)]}
+    if kind == "score":
+        return {"type": "score", "instructions": "rate " * words, "criteria": ["low", "high"][:options]}
+    return {"type": "noul", "instructions": "is it " * words}
+
+
+questions_strategy = st.lists(st.tuples(st.sampled_from(["choice", "score", "noul"]), st.integers(1, 60),
+                                        st.integers(1, 2)), min_size=1, max_size=9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(questions_strategy, st.integers(1, 5), st.integers(1, 400))
+def test_answers_keep_caller_order_and_do_not_depend_on_batch_composition(runtime, specs, max_questions, budget):
+    questions = {f"q{index}": question(*spec) for index, spec in enumerate(specs)}
+    prepared = runtime.prepare("hello " * 10, questions)
+    sorted_runtime = PASS.apply(runtime, LengthSortedConfig(max_questions=max_questions, token_budget=budget))
+    execution = sorted_runtime.execute(prepared, trace=True)
+    alone = runtime.replace(planner=insertion_order_planner(1)).execute(prepared, trace=True)
+    assert [item.qid for item in execution.prepared] == list(questions)
+    assert execution.inputs == alone.inputs
+    for item, logits, single in zip(prepared, execution.logits, alone.logits):
+        k = item.option_count
+        np.testing.assert_allclose(logits[:k], single[:k], atol=1e-5, rtol=0)
+    for action, single in zip(execution.action, alone.action):
+        np.testing.assert_allclose(action, single, atol=1e-5, rtol=0)
+
+
+MIXED = [EvalRequest("mixed", "hello " * 10, {
+    **{f"short{index}": question("choice", 1 + index % 3, 2) for index in range(9)},
+    "long": question("noul", 70, 2),
+    **{f"more{index}": question("score", 2, 2) for index in range(4)}})]
+
+
+def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
+    before = runtime_fingerprint(runtime)
+    candidate = PASS.apply(runtime, LengthSortedConfig(max_questions=4, token_budget=256))
+    assert runtime_fingerprint(runtime) == before
+    metrics = compare(evaluate(runtime, MIXED), evaluate(candidate, MIXED)).metrics
+    assert metrics["max_abs_dp"] <= 1e-5
+    assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
+    assert candidate.applied == ("length_sorted_batching",) and candidate.identity.endswith("+length_sorted_batching")
+    assert candidate.info["length_sorted_batching"]["token_budget"] == 256
+    prepared = runtime.prepare(MIXED[0].state, MIXED[0].questions)
+    waste = padding_comparison(prepared, runtime.planner, candidate.planner)
+    assert waste["waste_after"] < waste["waste_before"]

@@ -20,13 +20,14 @@ import sys
 import time
 from pathlib import Path
 
-import mlx.core as mx
-import mlx.nn as nn
-import mlx.optimizers as optim
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import laya_opt  # noqa: E402,F401  (first: it picks the BLAS before mlx.core loads)
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+import mlx.optimizers as optim  # noqa: E402
+import numpy as np  # noqa: E402
 
 from fidelity.generator import iter_training_records  # noqa: E402
 from fidelity.suites import load_suite  # noqa: E402
@@ -164,6 +165,34 @@ def training_report(metrics: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+def plain_attention(q, k, v, *, scale, mask=None):
+    """Attention from plain ops (same math as mx.fast.scaled_dot_product_attention), for --attention plain."""
+    scores = (q * scale) @ k.swapaxes(-1, -2)
+    if mask is not None:
+        scores = mx.where(mask, scores, mx.array(-1e9, dtype=scores.dtype))
+    return mx.softmax(scores, axis=-1, precise=True) @ v
+
+
+def curriculum(items, max_options: int, max_length: int):
+    """Indices of the easy questions (few options, short prompts) used for the first training phase."""
+    return [i for i, (item, _, _) in enumerate(items) if len(item.markers) <= max_options and item.length <= max_length]
+
+
+def lexical_init(model, scale: float) -> None:
+    """Give full-attention layers identity query/key blocks so identical tokens attend to each other.
+
+    A pretrained encoder starts with lexical matching; a from-scratch one sits on a long plateau
+    before it finds it (measured: chance-level loss for 5,000+ steps). This prior removes the plateau.
+    """
+    dims = model.encoder_config.hidden_size
+    eye = scale * mx.eye(dims)
+    for layer in model.encoder.layers:
+        if not layer.sliding:
+            weight = layer.attn.Wqkv.weight
+            layer.attn.Wqkv.weight = mx.concatenate([eye, eye, weight[2 * dims:]], axis=0)
+    mx.eval(model.parameters())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "laya-tiny")
@@ -174,6 +203,13 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--action-weight", type=float, default=0.2)
     parser.add_argument("--eval-every", type=int, default=500, help="steps between calibration-accuracy prints")
+    parser.add_argument("--attention", choices=["fast", "plain"], default="fast",
+                        help="train with mx.fast attention or the same math from plain ops")
+    parser.add_argument("--easy-fraction", type=float, default=0.0,
+                        help="fraction of steps trained on easy questions first (<= 4 options, <= 128 tokens)")
+    parser.add_argument("--lexical-init", type=float, default=0.0,
+                        help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
+    parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
     args = parser.parse_args(argv)
     if args.out.exists() and not args.force:
@@ -201,9 +237,16 @@ def main(argv=None) -> int:
     print(f"prepared {len(train)} training / {len(calib)} calibration / {len(heldout)} held-out questions "
           f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)
 
+    if args.attention == "plain":
+        mx.fast.scaled_dot_product_attention = plain_attention
+    mx.set_cache_limit(int(args.cache_limit_gb * 2**30))  # many padded shapes: keep the buffer cache bounded
+    easy_steps = int(args.easy_fraction * args.steps)
+    easy = [train[i] for i in curriculum(train, 4, 128)]
     mx.random.seed(args.seed)
     model = LayaModel(encoder, agent)
     mx.eval(model.parameters())
+    if args.lexical_init:
+        lexical_init(model, args.lexical_init)
     warmup = max(1, args.steps // 20)
     schedule = optim.join_schedules([optim.linear_schedule(1e-6, args.lr, warmup),
                                      optim.cosine_decay(args.lr, args.steps - warmup, args.lr * 0.05)], [warmup])
@@ -212,8 +255,11 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     step, train_started, recent = 0, time.time(), []
     while step < args.steps:
-        for indices in batches_by_length(train, args.batch_size, rng):
-            batch, labels = to_batch(train, indices, codec.pad_id)
+        pool = easy if step < easy_steps else train
+        for indices in batches_by_length(pool, args.batch_size, rng):
+            if pool is easy and step >= easy_steps:
+                break
+            batch, labels = to_batch(pool, indices, codec.pad_id)
             (loss, scorer_loss), grads = step_fn(model, batch, labels, args.action_weight)
             grads, _ = optim.clip_grad_norm(grads, 1.0)
             optimizer.update(model, grads)
@@ -237,7 +283,9 @@ def main(argv=None) -> int:
                     for kind in TYPES]
     agent_raw.update(temperature=temperatures, temperature_by_options={}, amp_dtype="fp32",
                      training={"script": "checkpoints/train_standin.py", "seed": args.seed, "steps": args.steps,
-                               "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr})
+                               "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr,
+                               "attention": args.attention, "easy_fraction": args.easy_fraction,
+                               "lexical_init": args.lexical_init})
     if args.out.exists():
         shutil.rmtree(args.out)
     save_checkpoint(model, args.out, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")

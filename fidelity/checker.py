@@ -218,7 +218,9 @@ def requests_from_suite(suite) -> tuple[EvalRequest, ...]:
                 raise ValueError(f"suite {suite.name}: record {record_id!r} repeats question {qid!r}")
             group["questions"][qid] = definition
         group["labels"].update(record.labels or {})
-        group["tags"].update(record.tags or {})
+        # Suite tags are QuestionTag objects; outputs and reports carry plain mappings.
+        group["tags"].update({qid: tag.to_json() if hasattr(tag, "to_json") else dict(tag)
+                              for qid, tag in (record.tags or {}).items()})
     return tuple(EvalRequest(record_id=record_id, state=group["state"], questions=group["questions"],
                              labels=group["labels"], tags=group["tags"])
                  for record_id, group in grouped.items())

@@ -234,10 +234,8 @@ def suite_requests(suites: Sequence) -> tuple:
     requests = []
     for suite in suites:
         for request in requests_from_suite(suite):
-            # Suite tags may be QuestionTag objects; the checker and the report want plain mappings.
-            tags = {qid: tag.to_json() if hasattr(tag, "to_json") else tag for qid, tag in (request.tags or {}).items()}
             record_id = request.record_id if len(suites) == 1 else f"{suite.name}:{request.record_id}"
-            requests.append(dataclasses.replace(request, record_id=record_id, tags=tags))
+            requests.append(dataclasses.replace(request, record_id=record_id))
     return tuple(requests)
 
 

@@ -284,3 +284,15 @@ def test_requests_from_workload_names_each_request(runtime):
     outputs = evaluate(runtime, requests)
     assert len(outputs.questions) == 6 and not outputs.labelled()
     assert "accuracy_delta" not in compare(outputs, outputs).metrics
+
+
+def test_requests_from_a_real_suite_evaluate(runtime):
+    from pathlib import Path
+
+    from fidelity.suites import load_suite
+
+    suite = load_suite(Path(__file__).resolve().parents[1] / "fidelity" / "suites" / "smoke.jsonl")
+    requests = requests_from_suite(suite)
+    assert all(isinstance(tag, dict) for request in requests for tag in request.tags.values())
+    outputs = evaluate(runtime, requests[:2])
+    assert outputs.questions and all(q.tags["language"] for q in outputs.questions)

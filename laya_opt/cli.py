@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from . import cli_run
 from .checkpoint import DTYPES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -203,25 +204,8 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
                   f"{(path / 'model.safetensors').stat().st_size:,} bytes of weights; strict load OK")
 
 
-def _register_optional_commands() -> None:
-    # Commands that live in their own modules (experiment runner, sensitivity); registered when present.
-    import importlib
-
-    for module_name, names in (("laya_opt.cli_run", ("run", "explain", "bench")),
-                               ("laya_opt.cli_quant", ("sensitivity",))):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        for name in names:
-            command = getattr(module, name, None)
-            if isinstance(command, click.Command):
-                main.add_command(command, name)
-
-
-_register_optional_commands()
+main.add_command(cli_run.run)
+main.add_command(cli_run.explain)
 
 if __name__ == "__main__":
     sys.exit(main())

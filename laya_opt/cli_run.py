@@ -6,6 +6,7 @@ file, missing checkpoint or suite), 3 a gate failed.
 """
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -50,15 +51,20 @@ def explain(experiment_file: str) -> None:
 @click.option("--requests", type=click.IntRange(min=1), default=None,
               help="Timed requests per workload, runtime and mode (overrides benchmark.requests).")
 @click.option("--no-bench", is_flag=True, help="Gate the stages but skip the benchmark.")
+@click.option("--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
+              help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
+                   "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
 @click.option("--quiet", is_flag=True, help="No progress output; the stage table is still printed.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, quiet: bool) -> None:
+        no_bench: bool, candidate_dtype: str | None, quiet: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
     from .experiment import ExperimentError
     from .pipeline import PipelineError
     from .report import print_outcome, run_experiment
 
     experiment = _load(experiment_file)
+    if candidate_dtype:
+        experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
     console = Console()
     if not console.is_terminal:  # logs and pipes: print the table at full width instead of 80 columns
         console = Console(width=240)

@@ -1,0 +1,33 @@
+"""The shipped stand-in checkpoint loads strictly and reproduces its recorded held-out accuracy."""
+import json
+from pathlib import Path
+
+import pytest
+
+from fidelity.checker import evaluate, requests_from_suite
+from fidelity.metrics import accuracy
+from fidelity.suites import load_suite
+from laya_opt.checkpoint import load_checkpoint
+from laya_opt.config import architecture, parameter_count
+from laya_opt.runtime import load_runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDIN = ROOT / "checkpoints" / "laya-tiny"
+
+
+def test_standin_is_the_tiny_architecture_in_upstream_layout():
+    checkpoint = load_checkpoint(STANDIN, dtype="float32")
+    encoder, agent = architecture("tiny")
+    assert parameter_count(checkpoint.encoder_config, checkpoint.agent_config) == parameter_count(encoder, agent)
+    assert checkpoint.encoder_config.head_dim == 64 and checkpoint.encoder_config.num_hidden_layers >= 6
+    assert set(checkpoint.encoder_config.layer_types) == {"full_attention", "sliding_attention"}
+    assert len(checkpoint.agent_config.act_costs) == 1 and checkpoint.agent_config.head_layers == 2
+    assert (STANDIN / "model.safetensors").stat().st_size <= 25 * 2**20
+
+
+def test_standin_reproduces_its_recorded_heldout_accuracy():
+    recorded = json.loads((STANDIN / "training_metrics.json").read_text())["heldout_calibrated"]["overall"]
+    suite = load_suite(ROOT / "fidelity" / "suites" / "heldout.jsonl")
+    outputs = evaluate(load_runtime(STANDIN, dtype="float32", batch_size=32), requests_from_suite(suite))
+    assert len(outputs.questions) == recorded["n"]
+    assert accuracy(outputs.questions) == pytest.approx(recorded["accuracy"], abs=0.01)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from . import cli_run
 from .checkpoint import DTYPES
+from .config import read_json
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = PROJECT_ROOT / "checkpoints" / "laya-tiny"
@@ -63,10 +64,7 @@ def read_state(value: str, as_json: bool):
 
 
 def read_questions(path: Path) -> dict:
-    try:
-        questions = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc})") from None
+    questions = read_json(path)
     if not isinstance(questions, dict):
         raise ValueError(f"{path}: expected a JSON object mapping question id -> definition")
     return questions

@@ -160,7 +160,8 @@ def parse_agent_config(raw: dict, encoder: EncoderConfig, source: str = "rl_agen
                        temperature_by_options=dict(by_options), raw=dict(raw))
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path):
+    """Parse a JSON file; a missing file or invalid JSON is an error naming the file."""
     if not path.is_file():
         raise FileNotFoundError(f"Not a complete Laya checkpoint: missing {path}")
     try:

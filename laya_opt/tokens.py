@@ -4,12 +4,13 @@ Special-token ids always come from the tokenizer files (spec §4), never from en
 """
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenizers import Tokenizer
+
+from .config import read_json
 
 SPECIAL_KEYS = ("cls_token", "sep_token", "pad_token", "mask_token")
 
@@ -74,13 +75,9 @@ def load_codec(tokenizer_dir: str | Path) -> TextCodec:
     tokenizer_dir = Path(tokenizer_dir)
     tok_path = tokenizer_dir / "tokenizer.json"
     cfg_path = tokenizer_dir / "tokenizer_config.json"
-    for path in (tok_path, cfg_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"Not a complete Laya checkpoint: missing {path}")
-    try:
-        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg_path}: invalid JSON ({exc})") from None
+    if not tok_path.is_file():
+        raise FileNotFoundError(f"Not a complete Laya checkpoint: missing {tok_path}")
+    raw = read_json(cfg_path)
     if not isinstance(raw, dict):
         raise ValueError(f"{cfg_path}: expected a JSON object")
     specials = {key: _token_string(raw[key], key, cfg_path) for key in SPECIAL_KEYS if key in raw}

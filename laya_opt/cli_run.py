@@ -60,7 +60,7 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
     from .experiment import ExperimentError
     from .pipeline import PipelineError
-    from .report import print_outcome, run_experiment
+    from .runner import print_outcome, run_experiment
 
     experiment = _load(experiment_file)
     if candidate_dtype:

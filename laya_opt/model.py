@@ -7,7 +7,6 @@ function or the final head layer without touching weights or subclassing.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 

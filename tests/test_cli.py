@@ -111,3 +111,11 @@ def test_make_checkpoint_tiny_round_trips_through_the_strict_loader(tmp_path):
     again = CliRunner().invoke(main, ["make-checkpoint", "--arch", "tiny", "--random", "--tokenizer",
                                       str(tokenizer), str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_run_candidate_dtype_override_is_validated(tmp_path):
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text("name: e\npasses: []\n")
+    bad = CliRunner().invoke(main, ["run", str(experiment), "--candidate-dtype", "float64"])
+    assert bad.exit_code == 2 and "float64" in bad.output
+    assert "--candidate-dtype" in invoke("run", "--help").output

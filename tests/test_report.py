@@ -14,7 +14,8 @@ from laya_opt.checkpoint import file_sha256
 from laya_opt.cli_run import explain, run
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import PipelineError
-from laya_opt.report import (ReportRow, SpeedupCell, load_results, parse_stage_table, run_experiment, stage_table)
+from laya_opt.report import ReportRow, SpeedupCell, load_results, parse_stage_table, stage_table
+from laya_opt.runner import run_experiment
 from test_pipeline import write_tiny_suite
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -1,4 +1,3 @@
-import json
 
 import mlx.core as mx
 import numpy as np

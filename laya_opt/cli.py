@@ -202,6 +202,37 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
                   f"{(path / 'model.safetensors').stat().st_size:,} bytes of weights; strict load OK")
 
 
+@main.command()
+@checkpoint_option
+@click.option("--suite", default="smoke", show_default=True, help="Suite name under fidelity/suites/ or a .jsonl path.")
+@click.option("--bits", type=click.IntRange(min=2, max=8), default=4, show_default=True)
+@click.option("--group-size", type=int, default=64, show_default=True)
+@click.option("--mode", default="affine", show_default=True, help="affine, mxfp4, mxfp8 or nvfp4.")
+@click.option("--unit", type=click.Choice(["layer", "linear"]), default="layer", show_default=True,
+              help="Quantize one encoder layer, or one Linear, at a time.")
+@dtype_option
+@click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
+@fail_on_bad_input
+def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json):
+    """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes."""
+    from fidelity.checker import requests_from_suite
+    from fidelity.suites import load_suite
+    from passes.quantize_encoder import layer_sensitivity, sensitivity_table
+
+    from .runtime import load_runtime
+
+    path = Path(suite) if suite.endswith(".jsonl") else PROJECT_ROOT / "fidelity" / "suites" / f"{suite}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"suite {suite!r} not found ({path})")
+    requests = requests_from_suite(load_suite(path))
+    rows = layer_sensitivity(load_runtime(checkpoint, dtype=dtype), requests, bits=bits, group_size=group_size,
+                             unit=unit, mode=mode)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        console.print(sensitivity_table(rows))
+
+
 main.add_command(cli_run.run)
 main.add_command(cli_run.explain)
 

@@ -119,3 +119,13 @@ def test_run_candidate_dtype_override_is_validated(tmp_path):
     bad = CliRunner().invoke(main, ["run", str(experiment), "--candidate-dtype", "float64"])
     assert bad.exit_code == 2 and "float64" in bad.output
     assert "--candidate-dtype" in invoke("run", "--help").output
+
+
+def test_sensitivity_ranks_every_encoder_layer_of_the_standin():
+    result = CliRunner().invoke(main, ["sensitivity", "--suite", "smoke", "--bits", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [row["rank"] for row in rows] == list(range(1, 7))
+    assert sorted(row["unit"] for row in rows) == [f"encoder.layers.{i}" for i in range(6)]
+    missing = CliRunner().invoke(main, ["sensitivity", "--suite", "nope"])
+    assert missing.exit_code == 2 and "nope" in missing.output

@@ -63,3 +63,12 @@ def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None,
 @pytest.fixture(scope="session")
 def tiny_checkpoint_dir(tmp_path_factory):
     return write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def wide_checkpoint_dir(tmp_path_factory):
+    """Two heads, a sliding window (w = 4) narrower than the sequences, two head layers."""
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("wide") / "ckpt",
+                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
+                                                    "local_attention": 8},
+                                 agent_overrides={"head_layers": 2})

@@ -11,12 +11,8 @@ from conftest import write_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
-def wide_checkpoint(tmp_path_factory):
-    # Two heads, a window narrower than the sequences, two head layers.
-    return write_tiny_checkpoint(tmp_path_factory.mktemp("wide") / "ckpt",
-                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
-                                                    "local_attention": 8},
-                                 agent_overrides={"head_layers": 2})
+def wide_checkpoint(wide_checkpoint_dir):
+    return wide_checkpoint_dir
 
 
 def random_rows(rng, count, vocab=128, max_len=60):

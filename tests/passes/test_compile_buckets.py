@@ -16,7 +16,6 @@ from passes import compile_buckets, head_prune_final, local_window_attention
 from passes.compile_buckets import (PASS, BucketedForward, CompileBucketsConfig, bucket_for, multiple_buckets,
                                     plan_buckets, report)
 
-from conftest import write_tiny_checkpoint
 
 # ----------------------------------------------------------------------------- bucket planning
 
@@ -88,12 +87,8 @@ def test_compile_must_come_after_every_pass_that_changes_model_or_kernels():
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
-    path = write_tiny_checkpoint(tmp_path_factory.mktemp("compile") / "ckpt",
-                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
-                                                    "local_attention": 8},
-                                 agent_overrides={"head_layers": 2})
-    return load_runtime(path, "float32", batch_size=4)
+def runtime(wide_checkpoint_dir):
+    return load_runtime(wide_checkpoint_dir, "float32", batch_size=4)
 
 
 @pytest.fixture(scope="module")

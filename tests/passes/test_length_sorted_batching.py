@@ -13,7 +13,6 @@ from laya_opt.runtime import load_runtime
 from passes.length_sorted_batching import (PASS, LengthSortedConfig, length_sorted_planner, padding_comparison,
                                            sorted_groups)
 
-from conftest import write_tiny_checkpoint
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,12 +70,8 @@ def test_bad_config_values_raise_in_the_dataclass():
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
-    path = write_tiny_checkpoint(tmp_path_factory.mktemp("sorted") / "ckpt",
-                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
-                                                    "local_attention": 8},
-                                 agent_overrides={"head_layers": 2})
-    return load_runtime(path, "float32", batch_size=16)
+def runtime(wide_checkpoint_dir):
+    return load_runtime(wide_checkpoint_dir, "float32", batch_size=16)
 
 
 def question(kind, words, options):

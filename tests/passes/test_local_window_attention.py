@@ -15,7 +15,6 @@ from laya_opt.runtime import load_runtime
 from passes.local_window_attention import (PASS, LocalWindowConfig, attention_pairs, banded_attention, block_masks,
                                            make_local_window_attention, pair_report)
 
-from conftest import write_tiny_checkpoint
 
 
 def random_attention(seed, batch, heads, length, head_dim, lengths):
@@ -130,13 +129,9 @@ def test_wrong_types_and_unknown_keys_raise(values, field):
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
+def runtime(wide_checkpoint_dir):
     # w = 4 with sequences up to 128 tokens: most keys lie outside the band.
-    path = write_tiny_checkpoint(tmp_path_factory.mktemp("window") / "ckpt",
-                                 encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
-                                                    "local_attention": 8},
-                                 agent_overrides={"head_layers": 2})
-    return load_runtime(path, "float32", batch_size=3)
+    return load_runtime(wide_checkpoint_dir, "float32", batch_size=3)
 
 
 REQUESTS = [

@@ -88,18 +88,14 @@ def build_workload(name: str, suites_dir: str | Path = DEFAULT_SUITES_DIR) -> Wo
     if name not in WORKLOADS:
         raise ValueError(f"unknown workload {name!r}; known workloads: {', '.join(WORKLOADS)}")
     suite = load_suite(Path(suites_dir) / "heldout.jsonl")
-    if name.startswith("short-"):
-        n = int(name.split("-")[1])
-        base = _first_state(suite, "short")
-        questions = _distinct_questions(suite, base, n, short_only=True)
-        return Workload(name, ((base.state, _numbered(questions)),),
-                        f"{n} distinct short question(s) on short state {base.id}")
-    if name.startswith("long-"):
-        n = int(name.split("-")[1])
-        base = _first_state(suite, "long")
-        questions = _distinct_questions(suite, base, n, short_only=False)
-        return Workload(name, ((base.state, _numbered(questions)),),
-                        f"{n} distinct question(s) on long state {base.id} (longer than max_len)")
+    if name.startswith(("short-", "long-")):
+        length_class, n = name.split("-")
+        base = _first_state(suite, length_class)
+        questions = _distinct_questions(suite, base, int(n), short_only=length_class == "short")
+        kind = "short question(s) on short state" if length_class == "short" else \
+            "question(s) on long state"
+        suffix = "" if length_class == "short" else " (longer than max_len)"
+        return Workload(name, ((base.state, _numbered(questions)),), f"{n} distinct {kind} {base.id}{suffix}")
     base = _first_state(suite, "short")
     long_q = _longest_prompt_question(suite)
     questions = _distinct_questions(suite, base, 49, short_only=True, skip={question_key(long_q)})

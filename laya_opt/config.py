@@ -186,30 +186,25 @@ def parameter_count(encoder: EncoderConfig, agent: AgentConfig) -> int:
 
 
 # Published sizes (spec §2) and the stand-in's; `make-checkpoint` and the parameter-count test use these.
+_MODERNBERT = {"model_type": "modernbert", "local_attention": 128, "global_attn_every_n_layers": 3,
+               "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "max_position_embeddings": 8192,
+               "hidden_activation": "gelu", "norm_eps": 1e-5}
+_AGENT = {"head_layers": 2, "act_costs": {"escalate": 0.5}}
 ARCHITECTURES = {
     "laya-large": (
-        {"model_type": "modernbert", "vocab_size": 50368, "hidden_size": 1024, "intermediate_size": 2624,
-         "num_hidden_layers": 28, "num_attention_heads": 16, "local_attention": 128,
-         "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
-         "max_position_embeddings": 8192, "hidden_activation": "gelu", "norm_eps": 1e-5},
-        {"encoder": "answerdotai/ModernBERT-large", "head_layers": 2, "max_len": 512, "head_max_len": 192,
-         "act_costs": {"escalate": 0.5}},
+        dict(_MODERNBERT, vocab_size=50368, hidden_size=1024, intermediate_size=2624, num_hidden_layers=28,
+             num_attention_heads=16),
+        dict(_AGENT, encoder="answerdotai/ModernBERT-large", max_len=512, head_max_len=192),
     ),
     "laya-multilingual": (
-        {"model_type": "modernbert", "vocab_size": 256000, "hidden_size": 768, "intermediate_size": 1152,
-         "num_hidden_layers": 22, "num_attention_heads": 12, "local_attention": 128,
-         "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "local_rope_theta": 160000.0,
-         "max_position_embeddings": 8192, "hidden_activation": "gelu", "norm_eps": 1e-5},
-        {"encoder": "jhu-clsp/mmBERT-base", "head_layers": 2, "max_len": 1024, "head_max_len": 256,
-         "act_costs": {"escalate": 0.5}},
+        dict(_MODERNBERT, vocab_size=256000, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+             num_attention_heads=12, local_rope_theta=160000.0),
+        dict(_AGENT, encoder="jhu-clsp/mmBERT-base", max_len=1024, head_max_len=256),
     ),
     "tiny": (
-        {"model_type": "modernbert", "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 320,
-         "num_hidden_layers": 6, "num_attention_heads": 2, "local_attention": 32,
-         "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
-         "max_position_embeddings": 512, "hidden_activation": "gelu", "norm_eps": 1e-5},
-        {"encoder": "laya-opt/tiny-standin", "head_layers": 2, "max_len": 256, "head_max_len": 96,
-         "act_costs": {"escalate": 0.5}},
+        dict(_MODERNBERT, vocab_size=4096, hidden_size=128, intermediate_size=320, num_hidden_layers=6,
+             num_attention_heads=2, local_attention=32, max_position_embeddings=512),
+        dict(_AGENT, encoder="laya-opt/tiny-standin", max_len=256, head_max_len=96),
     ),
 }
 

@@ -1,27 +1,41 @@
 """Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
 
-    python checkpoints/train_standin.py --out checkpoints/laya-tiny [--seed 0] [--steps 3000]
+    python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
+        --train-records 60000 --batch-size 128 --aux-weight 1.0 --steps 5000 [--init-from CKPT] [--force]
 
-Deterministic given --seed (data order, initialisation); GPU kernels may still reduce in a
-different order run to run. Steps: train the scorer on the per-question option-marker
-cross-entropy (plus an auxiliary action-head loss: act when the argmax is right, escalate when
-it is wrong), round the weights to float16 (the stored dtype), fit the three per-type
-temperatures on the calibration split, save in the upstream layout, reload from disk and report
-held-out accuracy and ECE into TRAINING.md and training_metrics.json.
+Deterministic given --seed for the data order and the initialisation. GPU kernels may still reduce in a
+different order from run to run, and --max-train-seconds stops early on time.
+
+Steps:
+1. Tokenise the generated questions once (reusing --data-cache when it was built from the same
+   inputs).
+2. Train with one compiled step at fixed batch shapes. The loss is:
+   - the per-question option-marker cross-entropy;
+   - plus the action-head loss (act when the argmax is right, escalate when it is wrong);
+   - plus, with --aux-weight, the training-only marker/state matching loss (see MatchProbe).
+3. Round the weights to float16, the stored dtype.
+4. Fit the three per-type temperatures on the calibration split.
+5. Save in the upstream layout, reload from disk, and write the held-out accuracy and ECE into
+   TRAINING.md and training_metrics.json.
+
+checkpoints/laya-tiny/TRAINING.md records the stages that made the shipped checkpoint.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import platform
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "checkpoints"))
 
 import laya_opt  # noqa: E402,F401  (first: it picks the BLAS before mlx.core loads)
 import mlx.core as mx  # noqa: E402
@@ -38,6 +52,8 @@ from laya_opt.decode import calibration_from_tables  # noqa: E402
 from laya_opt.model import LayaModel  # noqa: E402
 from laya_opt.prompt import prepare_request  # noqa: E402
 from laya_opt.tokens import load_codec  # noqa: E402
+from standin_data import (batch_arrays, cache_key, fixed_batches, load_packed, pack, save_packed,  # noqa: E402
+                          stop_token_ids)
 
 TYPES = ("choice", "score", "noul")
 
@@ -60,31 +76,64 @@ def prepare_records(records, codec, agent):
     return items
 
 
-def batches_by_length(items, batch_size: int, rng: np.random.Generator):
-    """Shuffle, then sort windows of 50 batches by length so padding stays small."""
-    order = rng.permutation(len(items))
-    window = batch_size * 50
-    for start in range(0, len(order), window):
-        chunk = sorted(order[start:start + window], key=lambda i: items[i][0].length)
-        groups = [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-        for g in rng.permutation(len(groups)):
-            yield groups[g]
+class MatchProbe(nn.Module):
+    """Training-only probe, never saved: from each marker's encoder state, attend over the state tokens.
+
+    Its loss (below) asks the marker to find the state tokens its option shares with the state. A
+    from-scratch encoder otherwise sits on a long chance-level plateau before it discovers that
+    two-hop lexical match (option tokens -> marker, marker -> same tokens in the state); this dense
+    signal teaches the encoder both hops directly, and the decision head then reads the result.
+    """
+
+    def __init__(self, dims: int, width: int = 64):
+        super().__init__()
+        self.width = width
+        self.query = nn.Linear(dims, width)
+        self.key = nn.Linear(dims, width)
+
+    def __call__(self, encoded: mx.array, marker_pos: mx.array) -> mx.array:
+        markers = mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)
+        return (self.query(markers) @ self.key(encoded).swapaxes(1, 2)) / math.sqrt(self.width)  # [B, K, L]
 
 
-def to_batch(items, indices, pad_id):
-    batch = collate([items[i][0] for i in indices], pad_id, pad_to_multiple=16)
-    labels = mx.array([items[i][1] for i in indices], dtype=mx.int32)
-    return batch, labels
+class Trainee(nn.Module):
+    def __init__(self, laya: LayaModel, probe: MatchProbe):
+        super().__init__()
+        self.laya = laya
+        self.probe = probe
 
 
-def loss_fn(model, batch, labels, action_weight):
-    logits, action = model(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+def matching_loss(scores, ids, option_tokens, marker_mask, state_region):
+    """Mean over markers with a match of -log(probe attention mass on matching state tokens)."""
+    match = (option_tokens[:, :, :, None] == ids[:, None, None, :]).any(axis=2)  # [B, K, L]
+    match = match & state_region[:, None, :] & marker_mask[:, :, None]
+    # A token found through every option (a shared word) says nothing about which option is meant.
+    options = marker_mask.sum(axis=1)[:, None]
+    shared = (match.sum(axis=1) == options) & (options > 1)
+    match = match & ~shared[:, None, :]
+    has = match.any(axis=-1)
+    scores = mx.where(state_region[:, None, :], scores, -1e9)
+    nll = mx.logsumexp(scores, axis=-1) - mx.logsumexp(mx.where(match, scores, -1e9), axis=-1)
+    return mx.where(has, nll, 0.0).sum() / mx.maximum(has.sum(), 1)
+
+
+def loss_fn(trainee, arrays, action_weight: float, aux_weight: float):
+    laya, a = trainee.laya, arrays
+    encoded = laya.encoder(a["input_ids"], a["attention_mask"])
+    logits, action = laya.decide(encoded, a["attention_mask"], a["marker_pos"], a["marker_mask"], a["qtype"])
+    labels = a["labels"]
     picked = mx.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
     scorer_loss = (mx.logsumexp(logits, axis=1) - picked).mean()
     # Action head: 0 = act (answer is right), 1 = escalate (answer is wrong); the target is not differentiated.
     wrong = mx.stop_gradient((mx.argmax(logits, axis=1) != labels).astype(mx.int32))
     action_loss = nn.losses.cross_entropy(action, wrong).mean()
-    return scorer_loss + action_weight * action_loss, scorer_loss
+    total = scorer_loss + action_weight * action_loss
+    aux = mx.array(0.0)
+    if aux_weight:
+        aux = matching_loss(trainee.probe(encoded, a["marker_pos"]), a["input_ids"], a["option_tokens"],
+                            a["marker_mask"], a["state_region"])
+        total = total + aux_weight * aux
+    return total, scorer_loss, aux
 
 
 def predict_logits(model, items, pad_id, batch_size=128):
@@ -173,11 +222,6 @@ def plain_attention(q, k, v, *, scale, mask=None):
     return mx.softmax(scores, axis=-1, precise=True) @ v
 
 
-def curriculum(items, max_options: int, max_length: int):
-    """Indices of the easy questions (few options, short prompts) used for the first training phase."""
-    return [i for i, (item, _, _) in enumerate(items) if len(item.markers) <= max_options and item.length <= max_length]
-
-
 def lexical_init(model, scale: float) -> None:
     """Give full-attention layers identity query/key blocks so identical tokens attend to each other.
 
@@ -193,6 +237,26 @@ def lexical_init(model, scale: float) -> None:
     mx.eval(model.parameters())
 
 
+def load_training_data(args, codec, agent, tokenizer_dir: Path):
+    """Packed training questions, from --data-cache when it was built from the same inputs."""
+    tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
+    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash,
+                    max_len=agent.max_len, head_max_len=agent.head_max_len,
+                    generator=hashlib.sha256(b"".join((ROOT / "fidelity" / f).read_bytes() for f in
+                                                      ("generator.py", "lexicon.py", "templates.py"))).hexdigest())
+    if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
+        return cached
+    records = []
+    for record in iter_training_records(args.seed):
+        records.append(record)
+        if len(records) >= args.train_records:
+            break
+    packed = pack(prepare_records(records, codec, agent))
+    if args.data_cache:
+        save_packed(packed, args.data_cache, key)
+    return packed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "laya-tiny")
@@ -200,13 +264,19 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--train-records", type=int, default=30000)
+    parser.add_argument("--data-cache", type=Path, help="reuse/write the tokenised training data here (.npz)")
+    parser.add_argument("--hidden-size", type=int, default=256,
+                        help="encoder width D (head_dim 64, so D/64 heads; FFN 2.5 D)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--action-weight", type=float, default=0.2)
+    parser.add_argument("--aux-weight", type=float, default=0.0,
+                        help="weight of the training-only marker/state matching loss (0: off)")
     parser.add_argument("--eval-every", type=int, default=500, help="steps between calibration-accuracy prints")
+    parser.add_argument("--max-train-seconds", type=float, default=0.0,
+                        help="stop training early after this long (0: no limit); the metrics record it")
+    parser.add_argument("--init-from", type=Path, help="start from this checkpoint's weights instead of random")
     parser.add_argument("--attention", choices=["fast", "plain"], default="fast",
                         help="train with mx.fast attention or the same math from plain ops")
-    parser.add_argument("--easy-fraction", type=float, default=0.0,
-                        help="fraction of steps trained on easy questions first (<= 4 options, <= 128 tokens)")
     parser.add_argument("--lexical-init", type=float, default=0.0,
                         help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
     parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
@@ -214,23 +284,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.out.exists() and not args.force:
         parser.error(f"{args.out} exists (use --force to replace it)")
+    if args.hidden_size % 64:
+        parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
 
     started = time.time()
     tokenizer_dir = ROOT / "checkpoints" / "tokenizer"
     codec = load_codec(tokenizer_dir)
-    encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES["tiny"])
+    encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES["standin"])
     encoder_raw.update(vocab_size=codec.vocab_size, pad_token_id=codec.pad_id, cls_token_id=codec.cls_id,
                        sep_token_id=codec.sep_id, bos_token_id=codec.cls_id, eos_token_id=codec.sep_id,
-                       architectures=["ModernBertModel"])
+                       architectures=["ModernBertModel"], hidden_size=args.hidden_size,
+                       intermediate_size=args.hidden_size * 5 // 2, num_attention_heads=args.hidden_size // 64)
     encoder = parse_encoder_config(encoder_raw)
     agent = parse_agent_config(agent_raw, encoder)
 
-    records = []
-    for record in iter_training_records(args.seed):
-        records.append(record)
-        if len(records) >= args.train_records:
-            break
-    train = prepare_records(records, codec, agent)
+    train = load_training_data(args, codec, agent, tokenizer_dir)
     suites = ROOT / "fidelity" / "suites"
     calib = prepare_records(load_suite(suites / "calib.jsonl").records, codec, agent)
     heldout = prepare_records(load_suite(suites / "heldout.jsonl").records, codec, agent)
@@ -240,38 +308,51 @@ def main(argv=None) -> int:
     if args.attention == "plain":
         mx.fast.scaled_dot_product_attention = plain_attention
     mx.set_cache_limit(int(args.cache_limit_gb * 2**30))  # many padded shapes: keep the buffer cache bounded
-    easy_steps = int(args.easy_fraction * args.steps)
-    easy = [train[i] for i in curriculum(train, 4, 128)]
     mx.random.seed(args.seed)
-    model = LayaModel(encoder, agent)
-    mx.eval(model.parameters())
+    if args.init_from:
+        model = load_checkpoint(args.init_from, dtype="float32").model
+    else:
+        model = LayaModel(encoder, agent)
+    trainee = Trainee(model, MatchProbe(args.hidden_size))
+    mx.eval(trainee.parameters())
     if args.lexical_init:
         lexical_init(model, args.lexical_init)
     warmup = max(1, args.steps // 20)
     schedule = optim.join_schedules([optim.linear_schedule(1e-6, args.lr, warmup),
                                      optim.cosine_decay(args.lr, args.steps - warmup, args.lr * 0.05)], [warmup])
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
-    step_fn = nn.value_and_grad(model, loss_fn)
+    value_and_grad = nn.value_and_grad(trainee, loss_fn)
+    state = [trainee.state, optimizer.state]
+
+    # One compiled step (forward, backward, clipping, update); it retraces once per padded length
+    # (a multiple of 64: only 4 shapes up to max_len 256, since each trace costs seconds).
+    @partial(mx.compile, inputs=state, outputs=state)
+    def train_step(arrays):
+        (_, scorer_loss, aux), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight)
+        grads, _ = optim.clip_grad_norm(grads, 1.0)
+        optimizer.update(trainee, grads)
+        return scorer_loss, aux
+
+    slots = max(2, int(np.diff(train.marker_offsets).max()))
+    stop_ids = stop_token_ids(codec.tokenizer.get_vocab())
     rng = np.random.default_rng(args.seed)
-    step, train_started, recent = 0, time.time(), []
-    while step < args.steps:
-        pool = easy if step < easy_steps else train
-        for indices in batches_by_length(pool, args.batch_size, rng):
-            if pool is easy and step >= easy_steps:
-                break
-            batch, labels = to_batch(pool, indices, codec.pad_id)
-            (loss, scorer_loss), grads = step_fn(model, batch, labels, args.action_weight)
-            grads, _ = optim.clip_grad_norm(grads, 1.0)
-            optimizer.update(model, grads)
-            mx.eval(model.parameters(), optimizer.state, scorer_loss)
-            recent.append(scorer_loss.item())
+    step, train_started, recent, stopped_early = 0, time.time(), [], False
+    while step < args.steps and not stopped_early:
+        for index in fixed_batches(train.lengths, args.batch_size, rng):
+            arrays = batch_arrays(train, index, codec.pad_id, codec.sep_id, slots, stop_ids, multiple=64)
+            scorer_loss, aux = train_step({k: mx.array(v) for k, v in arrays.items()})
+            mx.eval(state, scorer_loss, aux)
+            recent.append((scorer_loss.item(), aux.item()))
             step += 1
-            if step % args.eval_every == 0 or step == args.steps:
+            elapsed = time.time() - train_started
+            stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
+            if step % args.eval_every == 0 or step == args.steps or stopped_early:
                 calib_acc = score(calib, predict_logits(model, calib, codec.pad_id))["overall"]["accuracy"]
-                print(f"step {step}: scorer loss {np.mean(recent):.4f}, calib accuracy {calib_acc:.4f}, "
-                      f"{time.time() - train_started:.0f}s", flush=True)
+                losses = np.mean(recent, axis=0)
+                print(f"step {step}: scorer loss {losses[0]:.4f}, match loss {losses[1]:.4f}, "
+                      f"calib accuracy {calib_acc:.4f}, {elapsed:.0f}s", flush=True)
                 recent = []
-            if step >= args.steps:
+            if step >= args.steps or stopped_early:
                 break
     train_seconds = time.time() - train_started
 
@@ -284,8 +365,10 @@ def main(argv=None) -> int:
     agent_raw.update(temperature=temperatures, temperature_by_options={}, amp_dtype="fp32",
                      training={"script": "checkpoints/train_standin.py", "seed": args.seed, "steps": args.steps,
                                "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr,
-                               "attention": args.attention, "easy_fraction": args.easy_fraction,
-                               "lexical_init": args.lexical_init})
+                               "attention": args.attention, "aux_weight": args.aux_weight,
+                               "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
+                               "init_from": str(args.init_from) if args.init_from else None,
+                               "trained_steps": step})
     if args.out.exists():
         shutil.rmtree(args.out)
     save_checkpoint(model, args.out, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
@@ -296,7 +379,9 @@ def main(argv=None) -> int:
     before = score(heldout, held_logits)
     after = score(heldout, held_logits, calibration.temperature)
     metrics = {
-        "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size, "train_questions": len(train),
+        "seed": args.seed, "steps": step, "planned_steps": args.steps, "stopped_early": stopped_early,
+        "batch_size": args.batch_size, "train_questions": len(train),
+        "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
         "temperatures": [round(t, 4) for t in temperatures],

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from . import cli_run
 from .checkpoint import DTYPES
-from .config import read_json
+from .config import ARCHITECTURES, read_json
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = PROJECT_ROOT / "checkpoints" / "laya-tiny"
@@ -176,8 +176,8 @@ def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json)
 
 
 @main.command("make-checkpoint")
-@click.option("--arch", type=click.Choice(["laya-large", "laya-multilingual", "tiny"]), required=True,
-              help="Published sizes (spec §2) or the stand-in's architecture.")
+@click.option("--arch", type=click.Choice(list(ARCHITECTURES)), required=True,
+              help="Published sizes (spec §2), the small test architecture (tiny) or the stand-in's (standin).")
 @click.option("--random", "random_weights", is_flag=True, required=True,
               help="Random weights (the only source: nothing is downloaded).")
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -54,9 +54,12 @@ def explain(experiment_file: str) -> None:
 @click.option("--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
               help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
                    "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
+@click.option("--suite", "suites", multiple=True,
+              help="Gate on this suite instead of the experiment's suites (repeatable; a name in fidelity/suites/ "
+                   "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
 @click.option("--quiet", is_flag=True, help="No progress output; the stage table is still printed.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, candidate_dtype: str | None, quiet: bool) -> None:
+        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
     from .experiment import ExperimentError
     from .pipeline import PipelineError
@@ -65,6 +68,14 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     experiment = _load(experiment_file)
     if candidate_dtype:
         experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
+    if suites:
+        from .experiment import ExperimentError, resolve_suite
+
+        try:
+            resolved = tuple(resolve_suite(name, f"--suite {name}") for name in suites)
+        except ExperimentError as exc:
+            _fail(str(exc), BAD_INPUT)
+        experiment = dataclasses.replace(experiment, suites=resolved)
     console = Console()
     if not console.is_terminal:  # logs and pipes: print the table at full width instead of 80 columns
         console = Console(width=240)

@@ -206,6 +206,13 @@ ARCHITECTURES = {
              num_attention_heads=2, local_attention=32, max_position_embeddings=512),
         dict(_AGENT, encoder="laya-opt/tiny-standin", max_len=256, head_max_len=96),
     ),
+    # The shipped stand-in (checkpoints/laya-tiny): tiny's structure at D = 256 (4 heads of 64). At
+    # D = 128 (2 heads) training stayed on the chance plateau far longer (checkpoints/laya-tiny/TRAINING.md).
+    "standin": (
+        dict(_MODERNBERT, vocab_size=4096, hidden_size=256, intermediate_size=640, num_hidden_layers=6,
+             num_attention_heads=4, local_attention=32, max_position_embeddings=512),
+        dict(_AGENT, encoder="laya-opt/tiny-standin", max_len=256, head_max_len=96),
+    ),
 }
 
 

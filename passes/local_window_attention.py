@@ -15,7 +15,7 @@ from typing import Sequence
 
 import mlx.core as mx
 
-from laya_opt.model import AttentionFn, AttentionInputs, dense_sliding_attention
+from laya_opt.model import AttentionFn, AttentionInputs, dense_sliding_attention, sdpa
 from laya_opt.passes_api import PassSpec
 
 NAME = "local_window_attention"
@@ -84,8 +84,7 @@ def banded_attention(q: mx.array, k: mx.array, v: mx.array, valid: mx.array, win
         return x.reshape(batch * blocks, heads, span, head_dim)
 
     queries = mx.pad(q, ((0, 0), (0, 0), (0, blocks * block_size - length), (0, 0)))
-    out = mx.fast.scaled_dot_product_attention(_fold_blocks(queries, blocks, block_size), slices(k), slices(v),
-                                               scale=scale, mask=mask)
+    out = sdpa(_fold_blocks(queries, blocks, block_size), slices(k), slices(v), scale=scale, mask=mask)
     out = out.reshape(batch, blocks, heads, block_size, head_dim).transpose(0, 2, 1, 3, 4)
     return out.reshape(batch, heads, blocks * block_size, head_dim)[:, :, :length]
 

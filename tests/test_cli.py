@@ -129,3 +129,19 @@ def test_sensitivity_ranks_every_encoder_layer_of_the_standin():
     assert sorted(row["unit"] for row in rows) == [f"encoder.layers.{i}" for i in range(6)]
     missing = CliRunner().invoke(main, ["sensitivity", "--suite", "nope"])
     assert missing.exit_code == 2 and "nope" in missing.output
+
+
+@pytest.mark.parametrize("name, state, level", [
+    ("questions.json", "My parcel never arrived and the courier does not answer. It is a minor issue.", 0),
+    ("fragen.json", "Die Rechnung 4411 wurde doppelt abgebucht. Das ist kritisch, bitte rufen Sie mich zurück.", 2),
+])
+def test_readme_examples_answer_every_question_on_the_standin(name, state, level):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / name
+    result = invoke("predict", "--state", state, "--questions", path, "--json", "--dtype", "float32")
+    assert result.exit_code == 0, result.output
+    answers = json.loads(result.output)["answers"]
+    assert list(answers) == list(json.loads(path.read_text()))
+    urgency = next(answer for key, answer in answers.items() if answer["type"] == "score")
+    assert abs(urgency["score"] - level) < 0.5  # the cue word ("minor" / "kritisch") picks the level

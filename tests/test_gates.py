@@ -9,6 +9,7 @@ import yaml
 from fidelity.gates import (Gate, GateResult, all_passed, check_gates, default_gates, parse_gate, parse_gates)
 
 PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
+           "decisive_agreement": 1.0,
            "max_abs_dp": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
 
 
@@ -132,19 +133,20 @@ def test_default_incremental_exact():
                     ("argmax_agreement", ">="): 1.0, ("max_abs_dp", "<="): 1e-4}
     fp16, bf16 = (_table(default_gates(True, name, "incremental")) for name in ("float16", "bfloat16"))
     assert fp16[("max_abs_dp", "<=")] == 2e-2 and bf16[("max_abs_dp", "<=")] == 6e-2
-    assert fp16[("argmax_agreement", ">=")] == bf16[("argmax_agreement", ">=")] == 0.99
+    assert fp16[("decisive_agreement", ">=")] == bf16[("decisive_agreement", ">=")] == 0.99
+    assert ("argmax_agreement", ">=") not in fp16  # half precision: near-tie flips are not decisions
 
 
 def test_default_incremental_approximate():
     gates = default_gates(False, "float16", "incremental")
     assert _table(gates) == {("finite", "=="): 1.0, ("deterministic", "=="): 1.0, ("token_identity", "=="): 1.0,
-                             ("argmax_agreement", ">="): 0.95, ("accuracy_delta", ">="): -0.02}
+                             ("decisive_agreement", ">="): 0.95, ("accuracy_delta", ">="): -0.02}
     assert [g.metric for g in gates if g.requires_labels] == ["accuracy_delta"]
 
 
 def test_default_cumulative():
     loose = _table(default_gates(False, "float32", "cumulative"))
-    assert loose == {("finite", "=="): 1.0, ("token_identity", "=="): 1.0, ("argmax_agreement", ">="): 0.95,
+    assert loose == {("finite", "=="): 1.0, ("token_identity", "=="): 1.0, ("decisive_agreement", ">="): 0.95,
                      ("max_abs_dp", "<="): 0.25, ("accuracy_delta", ">="): -0.02}
     assert _table(default_gates(True, "float16", "cumulative")) == loose
     strict = _table(default_gates(True, "float32", "cumulative"))

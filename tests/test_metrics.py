@@ -106,11 +106,26 @@ def test_accuracy_counts_non_finite_as_wrong():
 # compare()
 
 
+def test_near_tie_flips_are_counted_apart_from_decisive_agreement():
+    reference = make_outputs([make_question("a", "noul", [0.49, 0.51]), make_question("b", "noul", [0.47, 0.53]),
+                              make_question("c", "choice", [0.2, 0.8]), make_question("d", "choice", [1.0])])
+    candidate = make_outputs([make_question("a", "noul", [0.51, 0.49]), make_question("b", "noul", [0.53, 0.47]),
+                              make_question("c", "choice", [0.2, 0.8]), make_question("d", "choice", [1.0])])
+    metrics = compare(reference, candidate).metrics
+    # a (gap 0.02) is a near tie; b (gap 0.06) is decisive and flipped; one option (d) is always decisive.
+    assert metrics["argmax_agreement"] == 0.5 and metrics["near_tie_flips"] == 1.0
+    assert metrics["decisive_agreement"] == pytest.approx(2 / 3)
+    same = compare(reference, reference).metrics
+    assert same["decisive_agreement"] == 1.0 and same["near_tie_flips"] == 0.0
+
+
 def test_compare_aggregates():
     report = compare(REFERENCE, CANDIDATE)
     metrics = report.metrics
     assert set(metrics) <= METRIC_NAMES
     assert metrics["argmax_agreement"] == 0.75 and metrics["argmax_flips"] == 1.0  # noul 0.55 -> 0.45 flips
+    # The noul gap was 0.10, a decisive flip; s/a is an exact tie, left out of decisive agreement.
+    assert metrics["decisive_agreement"] == pytest.approx(2 / 3) and metrics["near_tie_flips"] == 0.0
     assert metrics["max_abs_dp"] == pytest.approx(0.15)
     assert metrics["mean_abs_dp"] == pytest.approx((0.15 + 0.15 + 0.1 + 0.1) / 10)  # over all 10 options
     assert metrics["score_drift_max"] == pytest.approx(abs((0.3 + 0.9) - (0.3 + 1.2)))

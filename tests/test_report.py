@@ -164,3 +164,17 @@ def test_explain_prints_the_plan(write_experiment):
     assert result.exit_code == 0
     assert "1. noisy_scorer  exact  on_fail=reject" in result.output and "2. note  exact  on_fail=stop" in result.output
     assert "benchmark   workloads short-1; end-to-end; 2 timed requests in 2 rotating blocks" in result.output
+
+
+def test_run_suite_override_replaces_the_experiments_suites(write_experiment, tmp_path):
+    path = write_experiment([{"name": "note", "config": {"note": "kept"}}])
+    other = write_tiny_suite(tmp_path / "other.jsonl")
+    result = CliRunner().invoke(run, [str(path), "--no-bench", "--suite", str(other), "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    (results_dir,) = (tmp_path / "out").iterdir()
+    manifest = json.loads((results_dir / "manifest.json").read_text())
+    assert [entry["path"] for entry in manifest["suites"]] == [str(other)]
+    missing = CliRunner().invoke(run, [str(path), "--suite", "no-such-suite"])
+    assert missing.exit_code == 2 and "--suite no-such-suite" in missing.output
+    assert not (tmp_path / "results").exists()

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "checkpoints" / "laya-tiny"
 
 
-def test_standin_is_the_tiny_architecture_in_upstream_layout():
+def test_standin_is_the_standin_architecture_in_upstream_layout():
     checkpoint = load_checkpoint(STANDIN, dtype="float32")
-    encoder, agent = architecture("tiny")
+    encoder, agent = architecture("standin")
     assert parameter_count(checkpoint.encoder_config, checkpoint.agent_config) == parameter_count(encoder, agent)
     assert checkpoint.encoder_config.head_dim == 64 and checkpoint.encoder_config.num_hidden_layers >= 6
     assert set(checkpoint.encoder_config.layer_types) == {"full_attention", "sliding_attention"}

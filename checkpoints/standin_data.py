@@ -1,0 +1,124 @@
+"""Packed training data for the stand-in: tokenised once, cached as .npz, batched at fixed shapes.
+
+Tokenising ~200k generated questions takes minutes of single-core Python, so the training script
+packs them into flat arrays once (and can reuse a cache file keyed by everything that changes the
+tokens). Batches have a fixed row count and a fixed number of marker slots so a compiled training
+step only retraces per padded length (a multiple of 16).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+OPTION_TOKENS = 16  # option tokens kept per marker for the auxiliary matching target
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Questions as flat arrays: question i owns ids[offsets[i]:offsets[i+1]] and its markers likewise."""
+
+    ids: np.ndarray             # int16, all questions' token ids back to back
+    offsets: np.ndarray         # int64 [N + 1]
+    markers: np.ndarray         # int16, all questions' marker positions back to back
+    marker_offsets: np.ndarray  # int64 [N + 1]
+    qtype: np.ndarray           # int8 [N]
+    label: np.ndarray           # int16 [N], gold option index
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.qtype)
+
+
+def pack(items) -> Packed:
+    """Pack (PreparedQuestion, label index, tags) triples."""
+    ids = [np.asarray(item.ids, dtype=np.int16) for item, _, _ in items]
+    markers = [np.asarray(item.markers, dtype=np.int16) for item, _, _ in items]
+    return Packed(
+        ids=np.concatenate(ids), offsets=np.concatenate([[0], np.cumsum([len(x) for x in ids])]),
+        markers=np.concatenate(markers), marker_offsets=np.concatenate([[0], np.cumsum([len(x) for x in markers])]),
+        qtype=np.array([item.qtype for item, _, _ in items], dtype=np.int8),
+        label=np.array([label for _, label, _ in items], dtype=np.int16))
+
+
+def cache_key(**parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def save_packed(packed: Packed, path: Path, key: str) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, key=np.array(key), **{f: getattr(packed, f) for f in Packed.__dataclass_fields__})
+    tmp.replace(path)
+
+
+def load_packed(path: Path, key: str) -> Packed | None:
+    """The cached data, or None when the file is missing or was built from different inputs."""
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        if str(data["key"]) != key:
+            return None
+        return Packed(**{f: data[f] for f in Packed.__dataclass_fields__})
+
+
+def fixed_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator):
+    """Index arrays of exactly `batch_size` questions: shuffle, sort windows of 50 batches by length
+    (little padding), drop each window's ragged tail, visit the batches in random order."""
+    order = rng.permutation(len(lengths))
+    window = batch_size * 50
+    for start in range(0, len(order), window):
+        chunk = order[start:start + window]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        groups = [chunk[i:i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
+        for g in rng.permutation(len(groups)):
+            yield groups[g]
+
+
+def stop_token_ids(vocab: dict[str, int]) -> np.ndarray:
+    """Tokens that carry no content for matching: the word-start mark alone, punctuation, digits."""
+    def empty(token: str) -> bool:
+        core = token.replace("\u2581", "")
+        return all(unicodedata.category(ch)[0] in "PNSZ" for ch in core)
+    return np.array(sorted(i for t, i in vocab.items() if empty(t)), dtype=np.int32)
+
+
+def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, slots: int,
+                 stop_ids: np.ndarray, multiple: int = 16) -> dict[str, np.ndarray]:
+    """Padded model inputs plus labels and the auxiliary targets' raw material for one batch.
+
+    `option_tokens[b, k]` holds up to OPTION_TOKENS content tokens of option k (-1 elsewhere);
+    `state_region[b, j]` marks the state's tokens (after the options' [SEP], before the final one).
+    """
+    lengths = packed.lengths[index]
+    length = int(-(-lengths.max() // multiple) * multiple)
+    rows = len(index)
+    ids = np.full((rows, length), pad_id, dtype=np.int32)
+    marker_pos = np.zeros((rows, slots), dtype=np.int32)
+    option_tokens = np.full((rows, slots, OPTION_TOKENS), -1, dtype=np.int32)
+    state_region = np.zeros((rows, length), dtype=bool)
+    for row, q in enumerate(index):
+        seq = packed.ids[packed.offsets[q]:packed.offsets[q + 1]].astype(np.int32)
+        marks = packed.markers[packed.marker_offsets[q]:packed.marker_offsets[q + 1]].astype(np.int32)
+        ids[row, :len(seq)] = seq
+        marker_pos[row, :len(marks)] = marks
+        seps = np.flatnonzero(seq[marks[-1]:] == sep_id)
+        options_end = marks[-1] + (int(seps[0]) if len(seps) else len(seq))
+        state_region[row, options_end + 1:len(seq) - 1] = True
+        for k, (begin, end) in enumerate(zip(marks, list(marks[1:]) + [options_end])):
+            content = seq[begin + 1:end]
+            content = content[~np.isin(content, stop_ids)][:OPTION_TOKENS]
+            option_tokens[row, k, :len(content)] = content
+    counts = np.diff(packed.marker_offsets)[index]
+    return {
+        "input_ids": ids, "attention_mask": np.arange(length)[None, :] < lengths[:, None],
+        "marker_pos": marker_pos, "marker_mask": np.arange(slots)[None, :] < counts[:, None],
+        "qtype": packed.qtype[index].astype(np.int32), "labels": packed.label[index].astype(np.int32),
+        "option_tokens": option_tokens, "state_region": state_region,
+    }

@@ -14,6 +14,7 @@ import numpy as np
 from .bench import BenchResult
 from .experiment import Experiment
 from .pipeline import PipelineResult, StageResult
+from .quantization import coverage_markdown, stage_coverage
 
 REFERENCE_LABEL = "reference"
 NO_VALUE = "—"
@@ -332,6 +333,11 @@ def render_report(experiment: Experiment, result: PipelineResult, bench: BenchRe
     if worst:
         lines += ["## Worst questions (vs the reference; final stage and failed stages)", "",
                   markdown_table(["stage", "question", "type", "tags", "max Δp", "argmax"], worst, "llllrl"), ""]
+    for stage in result.stages:
+        manifest = stage_coverage(stage.pass_info)
+        if manifest is not None:
+            lines += [f"## Quantization coverage: stage {stage.index} {stage.name}", ""]
+            lines += coverage_markdown(manifest) + [""]
     if bench is not None:
         lines += _latency_section(bench)
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_di
 from .checkpoint import file_sha256, resolve_checkpoint_dir
 from .experiment import PROJECT_ROOT, SUITES_DIR, Experiment, ExperimentError
 from .pipeline import PipelineResult, suite_requests
+from .quantization import coverage_summary, stage_coverage
 from .report import (REFERENCE_LABEL, ReportRow, console_table, plain, render_report, stage_label, stage_record,
                      stage_row)
 
@@ -196,6 +197,11 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
 def print_outcome(outcome: RunOutcome, console) -> None:
     """The stage table, any failed or waived gates, and where the results are."""
     console.print(console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name))
+    for stage in outcome.pipeline.stages:
+        manifest = stage_coverage(stage.pass_info)
+        if manifest is not None:
+            console.print(f"coverage, stage {stage.index} {stage.name}: {coverage_summary(manifest)} "
+                          "(per module: report.md)", highlight=False, soft_wrap=True)
     for stage in outcome.pipeline.stages:
         for comparison, result in stage.failed_gates:
             tag = "WAIVED" if outcome.allow_failed_gates else "FAILED"

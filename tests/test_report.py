@@ -178,3 +178,16 @@ def test_run_suite_override_replaces_the_experiments_suites(write_experiment, tm
     missing = CliRunner().invoke(run, [str(path), "--suite", "no-such-suite"])
     assert missing.exit_code == 2 and "--suite no-such-suite" in missing.output
     assert not (tmp_path / "results").exists()
+
+
+def test_a_quantizing_stage_prints_and_reports_its_coverage(write_experiment, tmp_path):
+    path = write_experiment([{"name": "quantize_encoder", "config": {"bits": 8, "group_size": 32}}])
+    result = CliRunner().invoke(run, [str(path), "--no-bench", "--candidate-dtype", "float32", "--output-dir",
+                                      str(tmp_path / "out")])
+    assert result.exit_code in (0, 3), result.output
+    assert "coverage, stage 1 quantize_encoder:" in result.output and "bits/weight" in result.output
+    (results_dir,) = (tmp_path / "out").iterdir()
+    report = (results_dir / "report.md").read_text()
+    assert "## Quantization coverage: stage 1 quantize_encoder" in report
+    assert "| encoder.layers.0.attn.Wqkv | Linear |" in report and "affine 8-bit g32" in report
+    assert "not selected" in report  # kept modules are listed with their reason

@@ -190,7 +190,8 @@ def _mean(values: Sequence[float]) -> float:
 
 def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]:
     agree = [c.agrees for c in comparisons]
-    decisive = [c.agrees for c in comparisons if not c.reference_margin < NEAR_TIE_MARGIN]
+    near_tie = [c.reference_margin < NEAR_TIE_MARGIN for c in comparisons]  # NaN margins count as decisive
+    decisive = [c.agrees for c, tie in zip(comparisons, near_tie) if not tie]
     all_abs_dp = np.concatenate([np.abs(c.dp) for c in comparisons])
     score = [c.score_drift for c in comparisons if c.score_drift is not None]
     return {
@@ -198,7 +199,7 @@ def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]
         "argmax_flips": float(len(agree) - sum(agree)),
         # Agreement where the reference decided clearly; flips inside near ties are counted separately.
         "decisive_agreement": sum(decisive) / len(decisive) if decisive else 1.0,
-        "near_tie_flips": float(sum(not c.agrees for c in comparisons if c.reference_margin < NEAR_TIE_MARGIN)),
+        "near_tie_flips": float(sum(not c.agrees for c, tie in zip(comparisons, near_tie) if tie)),
         "max_abs_dp": _max([c.max_abs_dp for c in comparisons]),
         "mean_abs_dp": _mean(all_abs_dp),
         "js_max": _max([c.js for c in comparisons]),

@@ -274,26 +274,13 @@ def coverage_summary(manifest: CoverageManifest) -> str:
     """One line: how much was quantized, bytes and effective bits per weight, why the rest was kept."""
     quantized = [row for row in manifest.rows if row.status == "quantized"]
     schemes = sorted({row.detail for row in quantized})
-    reasons: dict[str, int] = {}
-    for row in manifest.rows:
-        if row.status == "kept":
-            reasons[row.detail] = reasons.get(row.detail, 0) + 1
+    reasons = Counter(row.detail for row in manifest.rows if row.status == "kept")
     kept = "; ".join(f"{count} kept: {reason}" for reason, count in reasons.items())
     return (f"{len(quantized)} of {len(manifest.rows)} modules quantized ({', '.join(schemes) or 'none'}); "
             f"weights {manifest.weight_bytes_before:,} -> {manifest.weight_bytes_after:,} B, "
             f"{manifest.bits_per_weight_before:.3f} -> {manifest.bits_per_weight_after:.3f} bits/weight "
             f"({manifest.dense_dtype} dense), {manifest.quantized_weight_fraction:.1%} of weights quantized"
             + (f"; {kept}" if kept else ""))
-
-
-def coverage_markdown(manifest: CoverageManifest) -> list[str]:
-    """The manifest as report lines: the summary, then one table row per module."""
-    lines = [coverage_summary(manifest), "",
-             "| module | kind | shape | status | scheme / reason | bytes before | bytes after |",
-             "|---|---|---:|---|---|---:|---:|"]
-    lines += [f"| {row.path} | {row.kind} | {row.shape[0]}x{row.shape[1]} | {row.status} | {row.detail} | "
-              f"{row.bytes_before:,} | {row.bytes_after:,} |" for row in manifest.rows]
-    return lines
 
 
 def stage_coverage(pass_info: Mapping) -> CoverageManifest | None:

@@ -14,7 +14,7 @@ import numpy as np
 from .bench import BenchResult
 from .experiment import Experiment
 from .pipeline import PipelineResult, StageResult
-from .quantization import coverage_markdown, stage_coverage
+from .quantization import coverage_summary, stage_coverage
 
 REFERENCE_LABEL = "reference"
 NO_VALUE = "—"
@@ -337,7 +337,11 @@ def render_report(experiment: Experiment, result: PipelineResult, bench: BenchRe
         manifest = stage_coverage(stage.pass_info)
         if manifest is not None:
             lines += [f"## Quantization coverage: stage {stage.index} {stage.name}", ""]
-            lines += coverage_markdown(manifest) + [""]
+            cells = [[row.path, row.kind, f"{row.shape[0]}x{row.shape[1]}", row.status, row.detail,
+                      f"{row.bytes_before:,}", f"{row.bytes_after:,}"] for row in manifest.rows]
+            lines += [coverage_summary(manifest), "",
+                      markdown_table(["module", "kind", "shape", "status", "scheme / reason", "bytes before",
+                                      "bytes after"], cells, "llrllrr"), ""]
     if bench is not None:
         lines += _latency_section(bench)
     return "\n".join(lines) + "\n"

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 OPTION_TOKENS = 16  # option tokens kept per marker for the auxiliary matching target
+NOUL = 2            # qtype of noul questions (laya_opt.prompt.QTYPES)
+NO_FACT = -1        # `Packed.fact` / `.state_holds` / `.negated` of a question that is not a known noul fact
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class Packed:
     marker_offsets: np.ndarray  # int64 [N + 1]
     qtype: np.ndarray           # int8 [N]
     label: np.ndarray           # int16 [N], gold option index
+    # noul questions only (NO_FACT elsewhere), for the training-only noul targets:
+    fact: np.ndarray            # int16 [N], row of the fact-token table (language x fact) the question asks about
+    state_holds: np.ndarray     # int8 [N], 1 when the state states the fact, 0 when it states its negation
+    negated: np.ndarray         # int8 [N], 1 when the question asks about the negated statement
 
     @property
     def lengths(self) -> np.ndarray:
@@ -37,15 +43,22 @@ class Packed:
         return len(self.qtype)
 
 
-def pack(items) -> Packed:
-    """Pack (PreparedQuestion, label index, tags) triples."""
+def pack(items, noul=None) -> Packed:
+    """Pack (PreparedQuestion, label index, tags) triples; `noul[i]` is (fact row, state holds, negated)
+    for a noul question about a known fact and None otherwise (all None when `noul` is omitted)."""
+    noul = [None] * len(items) if noul is None else list(noul)
+    if len(noul) != len(items):
+        raise ValueError(f"{len(noul)} noul targets for {len(items)} questions")
+    targets = np.array([t if t is not None else (NO_FACT,) * 3 for t in noul], dtype=np.int64).reshape(-1, 3)
     ids = [np.asarray(item.ids, dtype=np.int16) for item, _, _ in items]
     markers = [np.asarray(item.markers, dtype=np.int16) for item, _, _ in items]
     return Packed(
         ids=np.concatenate(ids), offsets=np.concatenate([[0], np.cumsum([len(x) for x in ids])]),
         markers=np.concatenate(markers), marker_offsets=np.concatenate([[0], np.cumsum([len(x) for x in markers])]),
         qtype=np.array([item.qtype for item, _, _ in items], dtype=np.int8),
-        label=np.array([label for _, label, _ in items], dtype=np.int16))
+        label=np.array([label for _, label, _ in items], dtype=np.int16),
+        fact=targets[:, 0].astype(np.int16), state_holds=targets[:, 1].astype(np.int8),
+        negated=targets[:, 2].astype(np.int8))
 
 
 def cache_key(**parts) -> str:
@@ -63,7 +76,7 @@ def load_packed(path: Path, key: str) -> Packed | None:
     if not path.exists():
         return None
     with np.load(path) as data:
-        if str(data["key"]) != key:
+        if str(data["key"]) != key or any(f not in data for f in Packed.__dataclass_fields__):
             return None
         return Packed(**{f: data[f] for f in Packed.__dataclass_fields__})
 
@@ -90,11 +103,20 @@ def stop_token_ids(vocab: dict[str, int]) -> np.ndarray:
 
 
 def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, slots: int,
-                 stop_ids: np.ndarray, multiple: int = 16) -> dict[str, np.ndarray]:
+                 stop_ids: np.ndarray, multiple: int = 16, fact_tokens: np.ndarray | None = None,
+                 replace_prob: float = 0.0, replace_pool: np.ndarray | None = None,
+                 rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
     """Padded model inputs plus labels and the auxiliary targets' raw material for one batch.
 
-    `option_tokens[b, k]` holds up to OPTION_TOKENS content tokens of option k (-1 elsewhere);
-    `state_region[b, j]` marks the state's tokens (after the options' [SEP], before the final one).
+    - `option_tokens[b, k]` holds up to OPTION_TOKENS content tokens of option k (-1 elsewhere). For a
+      noul question about a known fact, every marker holds instead the fact's own tokens
+      (`fact_tokens[fact]`): its options say only "yes"/"no", so the marker's match is the fact.
+    - `state_region[b, j]` marks the state's tokens (after the options' [SEP], before the final one).
+    - `noul_bits[b]` is (state holds, question negated), or (-1, -1) for other questions.
+    - With `replace_prob`, each instruction or state token of a choice/score question that is no
+      option's content token and no stop token is replaced, with that probability, by a random token
+      of `replace_pool`. The labels follow from the option words alone, so this keeps them true while
+      the template words the model could memorise become noise.
     """
     lengths = packed.lengths[index]
     length = int(-(-lengths.max() // multiple) * multiple)
@@ -115,10 +137,21 @@ def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, sl
             content = seq[begin + 1:end]
             content = content[~np.isin(content, stop_ids)][:OPTION_TOKENS]
             option_tokens[row, k, :len(content)] = content
+        fact = int(packed.fact[q])
+        if fact != NO_FACT and fact_tokens is not None:
+            option_tokens[row, :len(marks)] = fact_tokens[fact][:OPTION_TOKENS]
+        if replace_prob and packed.qtype[q] != NOUL:
+            # Instruction tokens (between [CLS] and the [SEP] before the first marker) and state tokens.
+            where = state_region[row, :len(seq)].copy()
+            where[1:marks[0] - 1] = True
+            where &= ~np.isin(seq, stop_ids) & ~np.isin(seq, seq[marks[0]:options_end])
+            where &= rng.random(len(seq)) < replace_prob
+            ids[row, np.flatnonzero(where)] = rng.choice(replace_pool, size=int(where.sum()))
     counts = np.diff(packed.marker_offsets)[index]
     return {
         "input_ids": ids, "attention_mask": np.arange(length)[None, :] < lengths[:, None],
         "marker_pos": marker_pos, "marker_mask": np.arange(slots)[None, :] < counts[:, None],
         "qtype": packed.qtype[index].astype(np.int32), "labels": packed.label[index].astype(np.int32),
         "option_tokens": option_tokens, "state_region": state_region,
+        "noul_bits": np.stack([packed.state_holds[index], packed.negated[index]], axis=1).astype(np.int32),
     }

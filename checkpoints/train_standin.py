@@ -1,7 +1,8 @@
 """Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
 
     python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
-        --train-records 60000 --batch-size 128 --aux-weight 1.0 --steps 5000 [--init-from CKPT] [--force]
+        --train-records 60000 --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 \
+        --steps 5000 [--init-from CKPT] [--force]
 
 Deterministic given --seed for the data order and the initialisation. GPU kernels may still reduce in a
 different order from run to run, and --max-train-seconds stops early on time.
@@ -12,7 +13,11 @@ Steps:
 2. Train with one compiled step at fixed batch shapes. The loss is:
    - the per-question option-marker cross-entropy;
    - plus the action-head loss (act when the argmax is right, escalate when it is wrong);
-   - plus, with --aux-weight, the training-only marker/state matching loss (see MatchProbe).
+   - plus, with --aux-weight, the training-only marker/state matching loss (see MatchProbe);
+   - plus, with --noul-weight, the training-only noul polarity loss (see MatchProbe.polarity_logits)
+     and fact targets for noul markers (see fact_token_table).
+   With --replace-prob, template tokens of choice/score questions are replaced by random tokens
+   (see standin_data.batch_arrays). The host builds the next batch while the device runs a step.
 3. Round the weights to float16, the stored dtype.
 4. Fit the three per-type temperatures on the calibration split.
 5. Save in the upstream layout, reload from disk, and write the held-out accuracy and ECE into
@@ -43,6 +48,7 @@ import mlx.nn as nn  # noqa: E402
 import mlx.optimizers as optim  # noqa: E402
 import numpy as np  # noqa: E402
 
+from fidelity import lexicon  # noqa: E402
 from fidelity.generator import iter_training_records  # noqa: E402
 from fidelity.suites import load_suite  # noqa: E402
 from laya_opt.batching import collate  # noqa: E402
@@ -52,10 +58,11 @@ from laya_opt.decode import calibration_from_tables  # noqa: E402
 from laya_opt.model import LayaModel  # noqa: E402
 from laya_opt.prompt import prepare_request  # noqa: E402
 from laya_opt.tokens import load_codec  # noqa: E402
-from standin_data import (batch_arrays, cache_key, fixed_batches, load_packed, pack, save_packed,  # noqa: E402
-                          stop_token_ids)
+from standin_data import (NO_FACT, NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches,  # noqa: E402
+                          load_packed, pack, save_packed, stop_token_ids)
 
 TYPES = ("choice", "score", "noul")
+FACT_IDS = tuple(sorted(lexicon.FACTS))
 
 
 def label_index(prepared, label) -> int:
@@ -66,14 +73,57 @@ def label_index(prepared, label) -> int:
     return 1 if label else 0
 
 
+def prepared_questions(records, codec, agent):
+    """(record, PreparedQuestion) for every question of every record, in prompt order."""
+    for record in records:
+        for item in prepare_request(record.state, record.questions, codec, agent.max_len, agent.head_max_len):
+            yield record, item
+
+
 def prepare_records(records, codec, agent):
     """(PreparedQuestion, label index, tags) for every question of every record."""
-    items = []
-    for record in records:
-        prepared = prepare_request(record.state, record.questions, codec, agent.max_len, agent.head_max_len)
-        for item in prepared:
-            items.append((item, label_index(item, record.labels[item.qid]), record.tags[item.qid]))
-    return items
+    return [(item, label_index(item, record.labels[item.qid]), record.tags[item.qid])
+            for record, item in prepared_questions(records, codec, agent)]
+
+
+def _state_text(state) -> str:
+    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
+
+
+def noul_target(record, qid: str) -> tuple[int, int, int] | None:
+    """(fact-token-table row, state holds, question negated) of a noul question about a lexicon fact.
+
+    The generator names a fact question by the fact's id (plus "_2", ... for repeats); the state
+    carries the fact's first-person sentence or its negation, and the question the statement or its
+    negation. None unless each is found exactly once (then the question gets no noul targets).
+    """
+    question = record.questions[qid]
+    fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
+    if question.get("type") != "noul" or fact_id not in lexicon.FACTS:
+        return None
+    lang = record.tags[qid].language
+    fact = lexicon.FACTS[fact_id][lang]
+    state, asked = _state_text(record.state), question.get("instructions", "")
+    holds, fails = fact.holds in state, fact.fails in state
+    plain, negated = fact.statement in asked, fact.negation in asked
+    if holds == fails or plain == negated:
+        return None
+    row = lexicon.LANGUAGES.index(lang) * len(FACT_IDS) + FACT_IDS.index(fact_id)
+    return row, int(holds), int(negated)
+
+
+def fact_token_table(codec, stop_ids: np.ndarray) -> np.ndarray:
+    """[languages x facts, OPTION_TOKENS] content tokens of each fact's two state sentences that no
+    other fact's sentences in that language use (-1 padded): where a marker should look for the fact."""
+    table = np.full((len(lexicon.LANGUAGES) * len(FACT_IDS), OPTION_TOKENS), -1, dtype=np.int32)
+    for li, lang in enumerate(lexicon.LANGUAGES):
+        facts = {fid: lexicon.FACTS[fid][lang] for fid in FACT_IDS}
+        tokens = {fid: set(codec.encode(f.holds)) | set(codec.encode(f.fails)) for fid, f in facts.items()}
+        for fi, fid in enumerate(FACT_IDS):
+            others = set().union(*(tokens[o] for o in FACT_IDS if o != fid))
+            own = sorted(t for t in tokens[fid] - others if t not in set(stop_ids.tolist()))[:OPTION_TOKENS]
+            table[li * len(FACT_IDS) + fi, :len(own)] = own
+    return table
 
 
 class MatchProbe(nn.Module):
@@ -90,10 +140,22 @@ class MatchProbe(nn.Module):
         self.width = width
         self.query = nn.Linear(dims, width)
         self.key = nn.Linear(dims, width)
+        self.polarity = nn.Linear(dims, 4)
 
     def __call__(self, encoded: mx.array, marker_pos: mx.array) -> mx.array:
         markers = mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)
         return (self.query(markers) @ self.key(encoded).swapaxes(1, 2)) / math.sqrt(self.width)  # [B, K, L]
+
+    def polarity_logits(self, encoded: mx.array, marker_pos: mx.array, marker_mask: mx.array) -> mx.array:
+        """[B, 2, 2] logits of (state holds, question negated), read from the mean marker state.
+
+        A noul answer is the XOR of those two bits. Asking the encoder to expose each bit at the
+        markers gives noul questions a signal of their own; the decision head then learns the XOR.
+        """
+        markers = mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)
+        weights = marker_mask[:, :, None].astype(markers.dtype)
+        pooled = (markers * weights).sum(axis=1) / mx.maximum(weights.sum(axis=1), 1)
+        return self.polarity(pooled).reshape(-1, 2, 2)
 
 
 class Trainee(nn.Module):
@@ -103,13 +165,19 @@ class Trainee(nn.Module):
         self.probe = probe
 
 
-def matching_loss(scores, ids, option_tokens, marker_mask, state_region):
-    """Mean over markers with a match of -log(probe attention mass on matching state tokens)."""
+def matching_loss(scores, ids, option_tokens, marker_mask, state_region, exclusive=None):
+    """Mean over markers with a match of -log(probe attention mass on matching state tokens).
+
+    `exclusive[b]` (default: every row) drops the tokens all of row b's options share; rows whose
+    markers all point at one target (noul facts) pass False.
+    """
     match = (option_tokens[:, :, :, None] == ids[:, None, None, :]).any(axis=2)  # [B, K, L]
     match = match & state_region[:, None, :] & marker_mask[:, :, None]
     # A token found through every option (a shared word) says nothing about which option is meant.
     options = marker_mask.sum(axis=1)[:, None]
     shared = (match.sum(axis=1) == options) & (options > 1)
+    if exclusive is not None:
+        shared = shared & exclusive[:, None]
     match = match & ~shared[:, None, :]
     has = match.any(axis=-1)
     scores = mx.where(state_region[:, None, :], scores, -1e9)
@@ -117,7 +185,14 @@ def matching_loss(scores, ids, option_tokens, marker_mask, state_region):
     return mx.where(has, nll, 0.0).sum() / mx.maximum(has.sum(), 1)
 
 
-def loss_fn(trainee, arrays, action_weight: float, aux_weight: float):
+def polarity_loss(logits, bits):
+    """Mean cross-entropy of the two noul bits over the rows that have them (bits >= 0)."""
+    known = bits >= 0
+    nll = nn.losses.cross_entropy(logits, mx.maximum(bits, 0), reduction="none")  # [B, 2]
+    return mx.where(known, nll, 0.0).sum() / mx.maximum(known.sum(), 1)
+
+
+def loss_fn(trainee, arrays, action_weight: float, aux_weight: float, noul_weight: float = 0.0):
     laya, a = trainee.laya, arrays
     encoded = laya.encoder(a["input_ids"], a["attention_mask"])
     logits, action = laya.decide(encoded, a["attention_mask"], a["marker_pos"], a["marker_mask"], a["qtype"])
@@ -131,9 +206,14 @@ def loss_fn(trainee, arrays, action_weight: float, aux_weight: float):
     aux = mx.array(0.0)
     if aux_weight:
         aux = matching_loss(trainee.probe(encoded, a["marker_pos"]), a["input_ids"], a["option_tokens"],
-                            a["marker_mask"], a["state_region"])
+                            a["marker_mask"], a["state_region"], exclusive=a["qtype"] != NOUL)
         total = total + aux_weight * aux
-    return total, scorer_loss, aux
+    noul = mx.array(0.0)
+    if noul_weight:
+        noul = polarity_loss(trainee.probe.polarity_logits(encoded, a["marker_pos"], a["marker_mask"]),
+                             a["noul_bits"])
+        total = total + noul_weight * noul
+    return total, scorer_loss, aux, noul
 
 
 def predict_logits(model, items, pad_id, batch_size=128):
@@ -240,7 +320,7 @@ def lexical_init(model, scale: float) -> None:
 def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
-    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash,
+    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=2,
                     max_len=agent.max_len, head_max_len=agent.head_max_len,
                     generator=hashlib.sha256(b"".join((ROOT / "fidelity" / f).read_bytes() for f in
                                                       ("generator.py", "lexicon.py", "templates.py"))).hexdigest())
@@ -251,7 +331,9 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
         records.append(record)
         if len(records) >= args.train_records:
             break
-    packed = pack(prepare_records(records, codec, agent))
+    pairs = list(prepared_questions(records, codec, agent))
+    packed = pack([(item, label_index(item, record.labels[item.qid]), None) for record, item in pairs],
+                  [noul_target(record, item.qid) for record, item in pairs])
     if args.data_cache:
         save_packed(packed, args.data_cache, key)
     return packed
@@ -271,6 +353,11 @@ def main(argv=None) -> int:
     parser.add_argument("--action-weight", type=float, default=0.2)
     parser.add_argument("--aux-weight", type=float, default=0.0,
                         help="weight of the training-only marker/state matching loss (0: off)")
+    parser.add_argument("--noul-weight", type=float, default=0.0,
+                        help="weight of the training-only noul polarity loss and fact matching (0: off)")
+    parser.add_argument("--replace-prob", type=float, default=0.0,
+                        help="probability of replacing each template token of a choice/score question "
+                             "by a random token (0: off)")
     parser.add_argument("--eval-every", type=int, default=500, help="steps between calibration-accuracy prints")
     parser.add_argument("--max-train-seconds", type=float, default=0.0,
                         help="stop training early after this long (0: no limit); the metrics record it")
@@ -328,32 +415,46 @@ def main(argv=None) -> int:
     # (a multiple of 64: only 4 shapes up to max_len 256, since each trace costs seconds).
     @partial(mx.compile, inputs=state, outputs=state)
     def train_step(arrays):
-        (_, scorer_loss, aux), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight)
+        (_, scorer_loss, aux, noul), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight,
+                                                            args.noul_weight)
         grads, _ = optim.clip_grad_norm(grads, 1.0)
         optimizer.update(trainee, grads)
-        return scorer_loss, aux
+        return scorer_loss, aux, noul
 
     slots = max(2, int(np.diff(train.marker_offsets).max()))
     stop_ids = stop_token_ids(codec.tokenizer.get_vocab())
+    fact_tokens = fact_token_table(codec, stop_ids) if args.noul_weight else None
+    specials = {codec.pad_id, codec.cls_id, codec.sep_id, codec.mask_id, codec.tokenizer.token_to_id("[UNK]")}
+    replace_pool = np.array(sorted(set(range(codec.vocab_size)) - set(stop_ids.tolist()) - specials))
     rng = np.random.default_rng(args.seed)
+
+    def batches():
+        """Model inputs of one fixed-shape batch after another, epoch after epoch."""
+        while True:
+            for index in fixed_batches(train.lengths, args.batch_size, rng):
+                arrays = batch_arrays(train, index, codec.pad_id, codec.sep_id, slots, stop_ids, multiple=64,
+                                      fact_tokens=fact_tokens, replace_prob=args.replace_prob,
+                                      replace_pool=replace_pool, rng=rng)
+                yield {k: mx.array(v) for k, v in arrays.items()}
+
     step, train_started, recent, stopped_early = 0, time.time(), [], False
+    source = batches()
+    arrays = next(source)
     while step < args.steps and not stopped_early:
-        for index in fixed_batches(train.lengths, args.batch_size, rng):
-            arrays = batch_arrays(train, index, codec.pad_id, codec.sep_id, slots, stop_ids, multiple=64)
-            scorer_loss, aux = train_step({k: mx.array(v) for k, v in arrays.items()})
-            mx.eval(state, scorer_loss, aux)
-            recent.append((scorer_loss.item(), aux.item()))
-            step += 1
-            elapsed = time.time() - train_started
-            stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
-            if step % args.eval_every == 0 or step == args.steps or stopped_early:
-                calib_acc = score(calib, predict_logits(model, calib, codec.pad_id))["overall"]["accuracy"]
-                losses = np.mean(recent, axis=0)
-                print(f"step {step}: scorer loss {losses[0]:.4f}, match loss {losses[1]:.4f}, "
-                      f"calib accuracy {calib_acc:.4f}, {elapsed:.0f}s", flush=True)
-                recent = []
-            if step >= args.steps or stopped_early:
-                break
+        losses = train_step(arrays)
+        mx.async_eval(state, *losses)
+        arrays = next(source)  # built on the host while the device runs this step
+        recent.append([x.item() for x in losses])
+        step += 1
+        elapsed = time.time() - train_started
+        stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
+        if step % args.eval_every == 0 or step == args.steps or stopped_early:
+            report = score(calib, predict_logits(model, calib, codec.pad_id))
+            mean = np.mean(recent, axis=0)
+            types = ", ".join(f"{kind} {row['accuracy']:.3f}" for kind, row in report["by_type"].items())
+            print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
+                  f"calib accuracy {report['overall']['accuracy']:.4f} ({types}), {elapsed:.0f}s", flush=True)
+            recent = []
     train_seconds = time.time() - train_started
 
     # The stored weights are float16; fit and report on exactly those values.
@@ -366,6 +467,7 @@ def main(argv=None) -> int:
                      training={"script": "checkpoints/train_standin.py", "seed": args.seed, "steps": args.steps,
                                "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr,
                                "attention": args.attention, "aux_weight": args.aux_weight,
+                               "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
@@ -382,6 +484,7 @@ def main(argv=None) -> int:
         "seed": args.seed, "steps": step, "planned_steps": args.steps, "stopped_early": stopped_early,
         "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
+        "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
         "temperatures": [round(t, 4) for t in temperatures],

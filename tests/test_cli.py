@@ -131,11 +131,15 @@ def test_sensitivity_ranks_every_encoder_layer_of_the_standin():
     assert missing.exit_code == 2 and "nope" in missing.output
 
 
-@pytest.mark.parametrize("name, state, level", [
-    ("questions.json", "My parcel never arrived and the courier does not answer. It is a minor issue.", 0),
-    ("fragen.json", "Die Rechnung 4411 wurde doppelt abgebucht. Das ist kritisch, bitte rufen Sie mich zurück.", 2),
+@pytest.mark.parametrize("name, state, department, level, callback", [
+    ("questions.json", "My parcel never arrived and the courier does not answer. It is a minor issue. "
+     "Please do not call me back.", "shipping", 0, False),
+    ("questions.json", "I was charged twice on invoice 4411. This is critical. Please call me back.",
+     "billing", 2, True),
+    ("fragen.json", "Ich kann mich nicht anmelden, das Passwort geht nicht. Das ist ernst. "
+     "Bitte rufen Sie mich nicht zurück.", "account", 1, False),
 ])
-def test_readme_examples_answer_every_question_on_the_standin(name, state, level):
+def test_readme_examples_answer_every_question_on_the_standin(name, state, department, level, callback):
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "examples" / name
@@ -143,5 +147,9 @@ def test_readme_examples_answer_every_question_on_the_standin(name, state, level
     assert result.exit_code == 0, result.output
     answers = json.loads(result.output)["answers"]
     assert list(answers) == list(json.loads(path.read_text()))
-    urgency = next(answer for key, answer in answers.items() if answer["type"] == "score")
-    assert abs(urgency["score"] - level) < 0.5  # the cue word ("minor" / "kritisch") picks the level
+    by_type = {answer["type"]: answer for answer in answers.values()}
+    # The cue words pick each answer: "courier" / "invoice" / "Passwort", "minor" / "critical" / "ernst",
+    # and the stated (or negated) call-back request.
+    assert by_type["choice"]["choice"] == department and by_type["choice"]["probabilities"][department] > 0.5
+    assert abs(by_type["score"]["score"] - level) < 0.5
+    assert (by_type["noul"]["noul"] > 0.5) == callback

@@ -116,12 +116,13 @@ def fact_token_table(codec, stop_ids: np.ndarray) -> np.ndarray:
     """[languages x facts, OPTION_TOKENS] content tokens of each fact's two state sentences that no
     other fact's sentences in that language use (-1 padded): where a marker should look for the fact."""
     table = np.full((len(lexicon.LANGUAGES) * len(FACT_IDS), OPTION_TOKENS), -1, dtype=np.int32)
+    stops = set(stop_ids.tolist())
     for li, lang in enumerate(lexicon.LANGUAGES):
         facts = {fid: lexicon.FACTS[fid][lang] for fid in FACT_IDS}
         tokens = {fid: set(codec.encode(f.holds)) | set(codec.encode(f.fails)) for fid, f in facts.items()}
         for fi, fid in enumerate(FACT_IDS):
             others = set().union(*(tokens[o] for o in FACT_IDS if o != fid))
-            own = sorted(t for t in tokens[fid] - others if t not in set(stop_ids.tolist()))[:OPTION_TOKENS]
+            own = sorted(tokens[fid] - others - stops)[:OPTION_TOKENS]
             table[li * len(FACT_IDS) + fi, :len(own)] = own
     return table
 
@@ -142,8 +143,12 @@ class MatchProbe(nn.Module):
         self.key = nn.Linear(dims, width)
         self.polarity = nn.Linear(dims, 4)
 
+    @staticmethod
+    def _markers(encoded: mx.array, marker_pos: mx.array) -> mx.array:
+        return mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)  # [B, K, D]
+
     def __call__(self, encoded: mx.array, marker_pos: mx.array) -> mx.array:
-        markers = mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)
+        markers = self._markers(encoded, marker_pos)
         return (self.query(markers) @ self.key(encoded).swapaxes(1, 2)) / math.sqrt(self.width)  # [B, K, L]
 
     def polarity_logits(self, encoded: mx.array, marker_pos: mx.array, marker_mask: mx.array) -> mx.array:
@@ -152,7 +157,7 @@ class MatchProbe(nn.Module):
         A noul answer is the XOR of those two bits. Asking the encoder to expose each bit at the
         markers gives noul questions a signal of their own; the decision head then learns the XOR.
         """
-        markers = mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)
+        markers = self._markers(encoded, marker_pos)
         weights = marker_mask[:, :, None].astype(markers.dtype)
         pooled = (markers * weights).sum(axis=1) / mx.maximum(weights.sum(axis=1), 1)
         return self.polarity(pooled).reshape(-1, 2, 2)

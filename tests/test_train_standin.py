@@ -98,9 +98,10 @@ def test_batch_arrays_mark_the_state_and_each_options_content_tokens(items, code
     assert codec.encode(" printer")[-1] in printer.tolist()
 
 
-def _loss(scores, ids, options, marker_mask, region):
+def _loss(scores, ids, options, marker_mask, region, exclusive=None):
     return matching_loss(mx.array(scores, dtype=mx.float32), mx.array(ids), mx.array(options),
-                         mx.array(marker_mask), mx.array(region)).item()
+                         mx.array(marker_mask), mx.array(region),
+                         exclusive=None if exclusive is None else mx.array(exclusive)).item()
 
 
 def test_matching_loss_rewards_attention_on_matching_state_tokens():
@@ -121,12 +122,16 @@ def test_matching_loss_rewards_attention_on_matching_state_tokens():
     assert _loss(noisy, ids, options, marker_mask, region) < 1e-6
 
 
-def test_matching_loss_ignores_tokens_every_option_shares_and_questions_without_matches():
-    ids = np.array([[2, 3, 4, 11, 4, 11, 3, 11, 60, 3]])
+def _shared_word_case():
+    """State = positions 7..8; token 11 is both options' only word and sits at position 7."""
     region = np.zeros((1, 10), dtype=bool)
     region[0, 7:9] = True
-    shared = np.array([[[11, -1], [11, -1]]])
-    scores = np.zeros((1, 2, 10))
+    return (np.array([[2, 3, 4, 11, 4, 11, 3, 11, 60, 3]]), region, np.array([[[11, -1], [11, -1]]]),
+            np.zeros((1, 2, 10)))
+
+
+def test_matching_loss_ignores_tokens_every_option_shares_and_questions_without_matches():
+    ids, region, shared, scores = _shared_word_case()
     assert _loss(scores, ids, shared, np.array([[True, True]]), region) == 0.0
     # A padded (masked) marker slot never contributes, even when its tokens would match.
     padded = np.array([[[60, -1], [11, -1]]])
@@ -247,16 +252,11 @@ def test_polarity_loss_averages_the_known_bits_only():
 
 
 def test_matching_loss_keeps_shared_targets_of_rows_marked_not_exclusive():
-    ids = np.array([[2, 3, 4, 11, 4, 11, 3, 11, 60, 3]])
-    region = np.zeros((1, 10), dtype=bool)
-    region[0, 7:9] = True
-    shared = np.array([[[11, -1], [11, -1]]])
-    scores = np.zeros((1, 2, 10))
+    ids, region, shared, scores = _shared_word_case()
     scores[0, :, 7] = 20.0
-    args = (mx.array(scores, dtype=mx.float32), mx.array(ids), mx.array(shared), mx.array([[True, True]]),
-            mx.array(region))
-    assert matching_loss(*args, exclusive=mx.array([True])).item() == 0.0   # dropped as a shared word
-    assert matching_loss(*args, exclusive=mx.array([False])).item() < 1e-6  # a noul fact: both markers look there
+    both = np.array([[True, True]])
+    assert _loss(scores, ids, shared, both, region, exclusive=[True]) == 0.0   # dropped as a shared word
+    assert _loss(scores, ids, shared, both, region, exclusive=[False]) < 1e-6  # a noul fact: both markers look there
 
 
 def test_match_probe_polarity_reads_the_mean_of_the_real_markers():

@@ -17,15 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import laya_opt  # noqa: E402,F401  (first: BLAS choice before mlx.core loads)
-from fidelity.workloads import build_workload  # noqa: E402
-from laya_opt.bench import BenchConfig, benchmark, prepared_digest  # noqa: E402
-from laya_opt.registry import get_pass  # noqa: E402
-from laya_opt.runtime import load_runtime  # noqa: E402
-from laya_opt.synth import write_random_checkpoint  # noqa: E402
+import laya_opt as lo  # first: BLAS choice before mlx.core loads
+from laya_opt.bench import BenchConfig, benchmark, prepared_digest
+from laya_opt.fidelity.workloads import build_workload
+from laya_opt.runtime import load_runtime
+from laya_opt.synth import write_random_checkpoint
 
 EXACT = (("compile_buckets", {"multiple": 16}), ("length_sorted_batching", {"max_questions": 64, "token_budget": 65536}),
          ("head_prune_final", {"variant": "selected_q"}), ("local_window_attention", {"block_size": 64}))
@@ -33,8 +29,7 @@ QUANT = (("q8", {"bits": 8, "group_size": 64}), ("q4", {"bits": 4, "group_size":
 
 
 def apply_pass(runtime, name, settings):
-    spec = get_pass(name)
-    return spec.apply(runtime, spec.make_config(settings))
+    return lo.apply(runtime, name, **settings)
 
 
 def candidates(base) -> dict:
@@ -75,8 +70,7 @@ def main(argv=None) -> int:
     for arch in args.arch:
         started = time.time()
         with tempfile.TemporaryDirectory() as tmp:
-            path = write_random_checkpoint(arch, Path(tmp) / arch, seed=0, dtype="float16",
-                                           tokenizer_dir=ROOT / "checkpoints" / "tokenizer")
+            path = write_random_checkpoint(arch, Path(tmp) / arch, seed=0, dtype="float16")
             base = load_runtime(path, dtype="float16", batch_size=args.batch_size)
             runtimes = candidates(base)
             result = benchmark("eager", runtimes, workloads, config)

@@ -2,7 +2,7 @@
 
     python checkpoints/build_tokenizer.py [--out checkpoints/tokenizer] [--seed 1234] [--records 12000]
 
-Deterministic: the corpus comes from `fidelity.generator.iter_training_records(seed)` only, training runs
+Deterministic: the corpus comes from `laya_opt.fidelity.generator.iter_training_records(seed)` only, training runs
 single-threaded, and the files are written from fixed structures, so two runs give identical bytes.
 
 Design: NFKC normaliser; Metaspace pre-tokeniser ("▁" marks a preceding space and is always prepended,
@@ -18,7 +18,6 @@ import hashlib
 import itertools
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -26,17 +25,15 @@ from typing import Iterator
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
-from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,  # noqa: E402
-                        pre_tokenizers, trainers)
+from laya_opt.fidelity.generator import iter_training_records  # noqa: E402
+from laya_opt.prompt import clean_mask_literals, serialize_state, validate_question  # noqa: E402
 
-from fidelity.generator import iter_training_records  # noqa: E402
-from fidelity.suites import option_texts, render_instructions  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MASK_TOKEN = "[MASK]"
 VOCAB_SIZE = 4096
 # Han ideographs (CJK unified, extension A, compatibility) become single-character pre-tokens, as in
 # BERT's basic tokenizer; otherwise whole space-less CJK sentences would eat the merge budget.
@@ -56,23 +53,19 @@ CONFIG = {
 }
 
 
-def serialize_state(state) -> str:
-    """State text as the runtime renders it (spec §7.1): strings verbatim, anything else JSON."""
-    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
-
-
 def clean(text: str) -> str:
-    """Mask-literal cleaning (spec §7.2): user text never contains a marker."""
-    return text.replace("[MASK]", " ")
+    """Mask-literal cleaning (spec §7.2) with the project's mask token: user text never contains a marker."""
+    return clean_mask_literals(text, MASK_TOKEN)
 
 
 def training_texts(seed: int, n_records: int) -> Iterator[str]:
     """The pieces the runtime tokenizes: states, question headers and leading-space option texts."""
     for record in itertools.islice(iter_training_records(seed), n_records):
         yield clean(serialize_state(record.state))
-        for q in record.questions.values():
-            yield clean(f"{q['type']} question: {render_instructions(q['instructions'])}")
-            for text in option_texts(q):
+        for qid, q in record.questions.items():
+            spec = validate_question(qid, q)
+            yield clean(spec.header)
+            for text in spec.option_texts:
                 yield clean(" " + text)
 
 
@@ -134,7 +127,7 @@ def tokenizer_files(seed: int = DEFAULT_SEED, n_records: int = DEFAULT_RECORDS,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "checkpoints" / "tokenizer")
+    parser.add_argument("--out", type=Path, default=HERE / "tokenizer")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS)
     parser.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)

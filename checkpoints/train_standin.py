@@ -38,28 +38,30 @@ import time
 from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "checkpoints"))
+import laya_opt  # noqa: F401  (first: it picks the BLAS before mlx.core loads)
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
 
-import laya_opt  # noqa: E402,F401  (first: it picks the BLAS before mlx.core loads)
-import mlx.core as mx  # noqa: E402
-import mlx.nn as nn  # noqa: E402
-import mlx.optimizers as optim  # noqa: E402
-import numpy as np  # noqa: E402
-
-from fidelity import lexicon  # noqa: E402
-from fidelity.generator import iter_training_records  # noqa: E402
-from fidelity.suites import load_suite  # noqa: E402
-from laya_opt.batching import collate  # noqa: E402
-from laya_opt.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from laya_opt.config import ARCHITECTURES, parse_agent_config, parse_encoder_config  # noqa: E402
-from laya_opt.decode import calibration_from_tables  # noqa: E402
-from laya_opt.model import LayaModel  # noqa: E402
-from laya_opt.prompt import prepare_request  # noqa: E402
-from laya_opt.tokens import load_codec  # noqa: E402
-from standin_data import (NO_FACT, NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches,  # noqa: E402
-                          load_packed, pack, save_packed, stop_token_ids)
+from laya_opt import fidelity
+from laya_opt.fidelity import lexicon
+from laya_opt.fidelity.generator import iter_training_records
+from laya_opt.fidelity.checker import evaluate, requests_from_suite
+from laya_opt.fidelity.metrics import accuracy_table
+from laya_opt.fidelity.suites import load_suite
+from laya_opt.resources import project_tokenizer, standin_checkpoint, suite_path
+from laya_opt.batching import collate
+from laya_opt.checkpoint import load_checkpoint, save_checkpoint
+from laya_opt.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from laya_opt.decode import calibration_from_tables
+from laya_opt.model import LayaModel
+from laya_opt.prompt import prepare_request
+from laya_opt.report import markdown_table
+from laya_opt.runtime import load_runtime
+from laya_opt.tokens import load_codec
+from standin_data import (NO_FACT, NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches, load_packed, pack,
+                          save_packed, stop_token_ids)
 
 TYPES = ("choice", "score", "noul")
 FACT_IDS = tuple(sorted(lexicon.FACTS))
@@ -247,35 +249,31 @@ def fit_temperature(logit_rows, labels) -> float:
     return float(grid[int(np.argmin(nll))])
 
 
-def ece(confidences, correct, bins=10) -> float:
-    confidences, correct = np.asarray(confidences), np.asarray(correct, dtype=float)
-    edges = np.linspace(0, 1, bins + 1)
-    total = 0.0
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        inside = (confidences > lo) & (confidences <= hi) if lo > 0 else (confidences >= lo) & (confidences <= hi)
-        if inside.any():
-            total += inside.mean() * abs(confidences[inside].mean() - correct[inside].mean())
-    return float(total)
+def calib_accuracy(items, logit_rows) -> tuple[float, dict]:
+    """Uncalibrated accuracy overall and per type, for the progress lines during training."""
+    hits = [(item.type_name, int(np.argmax(logits)) == label) for (item, label, _), logits in zip(items, logit_rows)]
+    return float(np.mean([hit for _, hit in hits])), {
+        kind: float(np.mean([hit for name, hit in hits if name == kind])) for kind in TYPES if any(
+            name == kind for name, _ in hits)}
 
 
-def score(items, logit_rows, temperatures=(1.0, 1.0, 1.0)):
-    """Accuracy overall / per type / language / option count, and ECE on max p."""
-    rows = []
-    for (item, label, tags), logits in zip(items, logit_rows):
-        probs = softmax(logits / temperatures[item.qtype])
-        rows.append((tags, int(np.argmax(probs)) == label, float(probs.max())))
-    def acc(selected):
-        return {"accuracy": round(float(np.mean([c for _, c, _ in selected])), 4), "n": len(selected)}
-    report = {"overall": acc(rows), "ece": round(ece([p for *_, p in rows], [c for _, c, _ in rows]), 4)}
-    for key in ("type", "language", "options", "length_class"):
-        values = sorted({str(getattr(t, key)) for t, _, _ in rows}, key=lambda v: (len(v), v))
-        report[f"by_{key}"] = {v: acc([r for r in rows if str(getattr(r[0], key)) == v]) for v in values}
+GROUPINGS = ("type", "language", "options", "length_class")
+
+
+def suite_report(runtime, name: str) -> dict:
+    """Accuracy overall and per group, and ECE, measured by the fidelity checker (the gates' metrics)."""
+    outputs = evaluate(runtime, requests_from_suite(load_suite(suite_path(name))))
+    rows = accuracy_table(outputs, by=GROUPINGS)
+    report = {"overall": {"accuracy": round(rows[0].accuracy, 4), "n": rows[0].count}, "ece": round(rows[0].ece, 4)}
+    for key in GROUPINGS:
+        report[f"by_{key}"] = {r.value: {"accuracy": round(r.accuracy, 4), "n": r.count} for r in rows
+                               if r.grouping == key}
     return report
 
 
 def _table(title: str, rows: dict) -> list[str]:
-    lines = [f"| {title} | accuracy | n |", "|---|---:|---:|"]
-    return lines + [f"| {key} | {value['accuracy']:.4f} | {value['n']} |" for key, value in rows.items()] + [""]
+    return [markdown_table([title, "accuracy", "n"], [[key, f"{value['accuracy']:.4f}", value["n"]]
+                                                      for key, value in rows.items()], "lrr"), ""]
 
 
 def training_report(metrics: dict, command: str) -> str:
@@ -283,7 +281,8 @@ def training_report(metrics: dict, command: str) -> str:
     lines = [
         "# laya-tiny: how this stand-in checkpoint was trained", "",
         "Generated by `checkpoints/train_standin.py`; numbers below are measured on the saved float16 weights",
-        "reloaded from disk in float32 (held-out suite `fidelity/suites/heldout.jsonl`).", "",
+        f"reloaded from disk in float32 (held-out suite `{metrics.get('heldout_suite', 'heldout')}`; ECE is",
+        "`laya_opt.fidelity.metrics.ece`, the one the gates read).", "",
         f"- command: `{command}`",
         f"- device: {metrics['device']}, mlx {metrics['mlx']}, Python {metrics['python']}",
         f"- training time: {metrics['train_seconds']} s ({metrics['steps']} steps of {metrics['batch_size']} "
@@ -327,7 +326,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=2,
                     max_len=agent.max_len, head_max_len=agent.head_max_len,
-                    generator=hashlib.sha256(b"".join((ROOT / "fidelity" / f).read_bytes() for f in
+                    generator=hashlib.sha256(b"".join((Path(fidelity.__file__).parent / f).read_bytes() for f in
                                                       ("generator.py", "lexicon.py", "templates.py"))).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
         return cached
@@ -346,7 +345,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "laya-tiny")
+    parser.add_argument("--out", type=Path, default=standin_checkpoint())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -373,6 +372,8 @@ def main(argv=None) -> int:
                         help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
     parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    parser.add_argument("--heldout-suite", default="heldout", help="suite the saved checkpoint is reported on")
+    parser.add_argument("--calib-suite", default="calib", help="suite the temperatures are fitted on")
     args = parser.parse_args(argv)
     if args.out.exists() and not args.force:
         parser.error(f"{args.out} exists (use --force to replace it)")
@@ -380,7 +381,7 @@ def main(argv=None) -> int:
         parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
 
     started = time.time()
-    tokenizer_dir = ROOT / "checkpoints" / "tokenizer"
+    tokenizer_dir = project_tokenizer()
     codec = load_codec(tokenizer_dir)
     encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES["standin"])
     encoder_raw.update(vocab_size=codec.vocab_size, pad_token_id=codec.pad_id, cls_token_id=codec.cls_id,
@@ -391,10 +392,9 @@ def main(argv=None) -> int:
     agent = parse_agent_config(agent_raw, encoder)
 
     train = load_training_data(args, codec, agent, tokenizer_dir)
-    suites = ROOT / "fidelity" / "suites"
-    calib = prepare_records(load_suite(suites / "calib.jsonl").records, codec, agent)
-    heldout = prepare_records(load_suite(suites / "heldout.jsonl").records, codec, agent)
-    print(f"prepared {len(train)} training / {len(calib)} calibration / {len(heldout)} held-out questions "
+    calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
+    suite_path(args.heldout_suite, "--heldout-suite")  # a bad name fails before training, not after
+    print(f"prepared {len(train)} training / {len(calib)} calibration questions "
           f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)
 
     if args.attention == "plain":
@@ -454,11 +454,11 @@ def main(argv=None) -> int:
         elapsed = time.time() - train_started
         stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
         if step % args.eval_every == 0 or step == args.steps or stopped_early:
-            report = score(calib, predict_logits(model, calib, codec.pad_id))
+            overall, by_type = calib_accuracy(calib, predict_logits(model, calib, codec.pad_id))
             mean = np.mean(recent, axis=0)
-            types = ", ".join(f"{kind} {row['accuracy']:.3f}" for kind, row in report["by_type"].items())
+            types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
             print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
-                  f"calib accuracy {report['overall']['accuracy']:.4f} ({types}), {elapsed:.0f}s", flush=True)
+                  f"calib accuracy {overall:.4f} ({types}), {elapsed:.0f}s", flush=True)
             recent = []
     train_seconds = time.time() - train_started
 
@@ -480,22 +480,24 @@ def main(argv=None) -> int:
         shutil.rmtree(args.out)
     save_checkpoint(model, args.out, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
 
-    reloaded = load_checkpoint(args.out, dtype="float32")
-    calibration = calibration_from_tables(reloaded.agent_config.temperature)
-    held_logits = predict_logits(reloaded.model, heldout, codec.pad_id)
-    before = score(heldout, held_logits)
-    after = score(heldout, held_logits, calibration.temperature)
+    # Reported on the saved files, reloaded in float32, by the fidelity checker; `uncalibrated` has T = 1.
+    reloaded = load_runtime(args.out, "float32", batch_size=128)
+    uncalibrated = reloaded.replace(calibration=calibration_from_tables())
+    before, after = suite_report(uncalibrated, args.heldout_suite), suite_report(reloaded, args.heldout_suite)
+    # The small smoke suite too, so a fast test can check that the saved checkpoint reproduces it.
+    smoke_after = suite_report(reloaded, "smoke")
     metrics = {
         "seed": args.seed, "steps": step, "planned_steps": args.steps, "stopped_early": stopped_early,
+        "heldout_suite": args.heldout_suite, "calib_suite": args.calib_suite,
         "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
         "temperatures": [round(t, 4) for t in temperatures],
-        "heldout_uncalibrated": before, "heldout_calibrated": after,
-        "calib_ece_before": score(calib, calib_logits)["ece"],
-        "calib_ece_after": score(calib, calib_logits, temperatures)["ece"],
+        "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
+        "calib_ece_before": suite_report(uncalibrated, args.calib_suite)["ece"],
+        "calib_ece_after": suite_report(reloaded, args.calib_suite)["ece"],
     }
     (args.out / "training_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     (args.out / "TRAINING.md").write_text(training_report(metrics, " ".join(sys.argv)))

@@ -224,9 +224,3 @@ def requests_from_suite(suite) -> tuple[EvalRequest, ...]:
     return tuple(EvalRequest(record_id=record_id, state=group["state"], questions=group["questions"],
                              labels=group["labels"], tags=group["tags"])
                  for record_id, group in grouped.items())
-
-
-def requests_from_workload(workload) -> tuple[EvalRequest, ...]:
-    """Unlabelled requests named `<workload>#<index>`, in workload order."""
-    return tuple(EvalRequest(record_id=f"{workload.name}#{index}", state=state, questions=questions)
-                 for index, (state, questions) in enumerate(workload.requests))

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from . import lexicon as lx
-from .suites import QuestionTag, SuiteRecord, option_labels
+from laya_opt.prompt import validate_question
+
+from .suites import QuestionTag, SuiteRecord
 from .templates import TemplateGroup, templates_for
 
 SPLITS = ("train", "calib", "heldout")
@@ -372,7 +374,7 @@ def _make_record(rng: random.Random, split: str, rid: str) -> tuple[SuiteRecord,
         state = builder(rng, tg, lang, decisive, length)
         cues = tuple(decisive)
 
-    tags = {qid: QuestionTag(type=q["type"], language=lang, options=len(option_labels(q)),
+    tags = {qid: QuestionTag(type=q["type"], language=lang, options=validate_question(qid, q).option_count,
                              length_class=length, duplicate_of=None)
             for qid, q in questions.items()}
     return SuiteRecord(rid, state, questions, labels, tags), cues

@@ -1,6 +1,6 @@
 """Regenerate the shipped suites in fidelity/suites/ (deterministic bytes).
 
-    python fidelity/make_suites.py [--out fidelity/suites] [--check]
+    python -m laya_opt.fidelity.make_suites [--out fidelity/suites] [--check]
 
 `--check` compares the files on disk with a fresh build and exits 1 on any difference.
 """
@@ -12,15 +12,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from laya_opt.resources import suites_dir
 
-from fidelity.generator import generate  # noqa: E402
-from fidelity.lexicon import LANGUAGES  # noqa: E402
-from fidelity.suites import QTYPES, SuiteRecord, dump_suite  # noqa: E402
+from .generator import generate
+from .lexicon import LANGUAGES
+from .suites import QTYPES, SuiteRecord, dump_suite
 
-SUITES_DIR = REPO / "fidelity" / "suites"
 SEEDS = {"heldout": 101, "calib": 202, "smoke": 303, "duplicated": 404}
 
 
@@ -102,7 +99,7 @@ def build_suites() -> dict[str, bytes]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate fidelity/suites/*.jsonl")
-    parser.add_argument("--out", type=Path, default=SUITES_DIR)
+    parser.add_argument("--out", type=Path, default=suites_dir())
     parser.add_argument("--check", action="store_true", help="compare with the files on disk, write nothing")
     args = parser.parse_args(argv)
     suites = build_suites()

@@ -253,7 +253,7 @@ def compare(reference: Outputs, candidate: Outputs) -> FidelityReport:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Quality tables (for the stand-in's TRAINING.md)
+# Quality tables (the stand-in's training report reads these)
 
 
 @dataclass(frozen=True)
@@ -299,10 +299,3 @@ def accuracy_table(outputs: Outputs, by: Sequence[str] = ("type", "language", "o
 def _natural_key(value: str) -> tuple:
     # "2" < "10" for option counts; words sort alphabetically after numbers.
     return (0, int(value), "") if value.isdigit() else (1, 0, value)
-
-
-def markdown_table(rows: Sequence[AccuracyRow]) -> str:
-    lines = ["| group | value | n | accuracy | ECE | mean confidence |", "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {r.grouping} | {r.value} | {r.count} | {r.accuracy:.4f} | {r.ece:.4f} | {r.mean_confidence:.4f} |"
-              for r in rows]
-    return "\n".join(lines)

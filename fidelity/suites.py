@@ -18,23 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from laya_opt import errors
+from laya_opt.prompt import QTYPES, QuestionSpec, validate_question
+
 from .lexicon import LANGUAGES
 
 SUITE_VERSION = 1
-QTYPES = ("choice", "score", "noul")
 LENGTH_CLASSES = ("short", "medium", "long")
 HEADER_KEYS = ("suite", "version", "generator_seed", "description")
 RECORD_KEYS = ("id", "state", "questions", "labels", "tags")
 TAG_KEYS = ("type", "language", "options", "length_class", "duplicate_of")
-QUESTION_KEYS = {
-    "choice": {"type", "instructions", "criteria"},
-    "score": {"type", "instructions", "criteria"},
-    "noul": {"type", "instructions", "criteria", "labels"},
-}
-NOUL_DEFAULTS = ("no, the statement does not hold", "yes, the statement holds")
 
 
-class SuiteError(ValueError):
+class SuiteError(errors.SuiteError):
     """A malformed suite file; the message starts with `path:line:`."""
 
     def __init__(self, path: str | Path, line: int, message: str):
@@ -92,54 +88,9 @@ class Suite:
         return sum(len(r.questions) for r in self.records)
 
 
-# --- Rendering (spec §7.1), used for option counts, label checks and distinctness ---------------------
-
-def render_value(value: Any) -> str:
-    """Criterion rendering: strings verbatim, anything else compact-ish JSON (spec §7.1)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-
-
-def render_instructions(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def option_labels(question: dict) -> list[str]:
-    """Answer keys of a (valid) question: choice labels, "0".."k-1" for score, false/true for noul."""
-    kind = question["type"]
-    if kind == "choice":
-        crit = question["criteria"]
-        return [str(label) for label in (crit.keys() if isinstance(crit, dict) else crit)]
-    if kind == "score":
-        return [str(i) for i in range(len(question["criteria"]))]
-    return ["false", "true"]
-
-
-def option_texts(question: dict) -> tuple[str, ...]:
-    """Rendered option texts of a (valid) question, in slot order (spec §7.1)."""
-    kind = question["type"]
-    crit = question.get("criteria")
-    if kind == "choice":
-        if isinstance(crit, list):
-            return tuple(str(label) for label in crit)
-        return tuple(str(label) if desc is None or desc == "" else f"{label}: {render_value(desc)}"
-                     for label, desc in crit.items())
-    if kind == "score":
-        return tuple(f"level {i}: {render_value(c)}" for i, c in enumerate(crit))
-    crit = crit or {}
-    labels = question.get("labels") or {}
-    out = []
-    for key, default in zip(("false", "true"), NOUL_DEFAULTS):
-        desc = crit.get(key)
-        text = render_value(desc) if desc is not None else ""
-        out.append(f"{str(labels.get(key, key)).strip()}: {text or default}")
-    return tuple(out)
-
-
 def question_key(question: dict) -> tuple[str, str, tuple[str, ...]]:
-    """Identity of a question for distinctness: (type, rendered instructions, rendered options)."""
-    return question["type"], render_instructions(question["instructions"]), option_texts(question)
+    """Identity of a question for distinctness, by the one question schema (laya_opt.prompt, spec §6-§7.1)."""
+    return validate_question("?", question).key
 
 
 # --- Validation --------------------------------------------------------------------------------------
@@ -181,73 +132,29 @@ def validate_state(state: Any) -> str | None:
     return f"state must be a string, an object or a list of turns, got {type(state).__name__}"
 
 
-def validate_question(qid: str, q: Any) -> str | None:
-    """Spec §6 rules (strings-only choice labels); returns an error message or None."""
-    if not isinstance(q, dict):
-        return f"question {qid!r}: definition must be an object"
-    kind = q.get("type")
-    if kind not in QTYPES:
-        return f"question {qid!r}: unknown type {kind!r}; expected one of {list(QTYPES)}"
-    unknown = sorted(set(q) - QUESTION_KEYS[kind])
-    if unknown:
-        return f"question {qid!r}: unknown key(s) {unknown} for type {kind}"
-    if q.get("instructions") is None:
-        return f"question {qid!r}: missing instructions"
-    crit = q.get("criteria")
-    if kind == "choice":
-        if isinstance(crit, dict):
-            labels = list(crit)
-        elif isinstance(crit, list):
-            labels = crit
-        else:
-            return f"question {qid!r}: choice criteria must be an object or a list"
-        if not labels:
-            return f"question {qid!r}: choice criteria are empty"
-        if not all(isinstance(label, str) and label for label in labels):
-            return f"question {qid!r}: choice labels must be non-empty strings"
-        if len(set(labels)) != len(labels):
-            return f"question {qid!r}: duplicate choice labels"
-    elif kind == "score":
-        if not isinstance(crit, list) or not crit:
-            return f"question {qid!r}: score criteria must be a non-empty list"
-        if any(c is None for c in crit):
-            return f"question {qid!r}: score criteria contain null"
-    else:
-        if crit is not None:
-            if not isinstance(crit, dict) or not set(crit) <= {"false", "true"}:
-                return f"question {qid!r}: noul criteria must be an object with keys false/true"
-        if "labels" in q:
-            labels = q["labels"]
-            if (not isinstance(labels, dict) or set(labels) != {"false", "true"}
-                    or not all(isinstance(v, str) and v.strip() for v in labels.values())
-                    or labels["false"].strip() == labels["true"].strip()):
-                return f"question {qid!r}: noul labels must map false and true to distinct non-empty strings"
-    return None
-
-
-def validate_label(qid: str, q: dict, label: Any) -> str | None:
-    kind = q["type"]
-    if kind == "choice":
-        if not isinstance(label, str) or label not in option_labels(q):
-            return f"label of {qid!r} ({label!r}) is not one of its options"
-    elif kind == "score":
-        k = len(q["criteria"])
-        if not _is_int(label) or not 0 <= label < k:
-            return f"score label of {qid!r} ({label!r}) is not a level index in [0, {k - 1}]"
+def validate_label(spec: QuestionSpec, label: Any) -> str | None:
+    """A choice label names an option key (str), a score label a level index, a noul label is a bool."""
+    if spec.type_name == "choice":
+        if not isinstance(label, str) or label not in spec.option_keys:
+            return f"label of {spec.qid!r} ({label!r}) is not one of its options"
+    elif spec.type_name == "score":
+        if not _is_int(label) or not 0 <= label < spec.option_count:
+            return f"score label of {spec.qid!r} ({label!r}) is not a level index in [0, {spec.option_count - 1}]"
     elif not isinstance(label, bool):
-        return f"noul label of {qid!r} must be a bool, got {label!r}"
+        return f"noul label of {spec.qid!r} must be a bool, got {label!r}"
     return None
 
 
-def validate_tag(qid: str, q: dict, tag: Any) -> str | None:
+def validate_tag(spec: QuestionSpec, tag: Any) -> str | None:
+    qid = spec.qid
     problem = _exact_keys(tag, TAG_KEYS, f"tags of {qid!r}")
     if problem:
         return problem
-    if tag["type"] != q["type"]:
-        return f"tags of {qid!r}: type {tag['type']!r} does not match the question type {q['type']!r}"
+    if tag["type"] != spec.type_name:
+        return f"tags of {qid!r}: type {tag['type']!r} does not match the question type {spec.type_name!r}"
     if tag["language"] not in LANGUAGES:
         return f"tags of {qid!r}: unknown language {tag['language']!r}; known {list(LANGUAGES)}"
-    k = len(option_labels(q))
+    k = spec.option_count
     if not _is_int(tag["options"]) or tag["options"] != k:
         return f"tags of {qid!r}: options {tag['options']!r} but the question has {k}"
     if tag["length_class"] not in LENGTH_CLASSES:
@@ -299,8 +206,11 @@ def _validate_record(obj: Any, seen: dict[str, SuiteRecord]) -> tuple[SuiteRecor
     for qid, q in questions.items():
         if not qid:
             return None, f"record {rid!r}: empty question id"
-        problem = (validate_question(qid, q) or validate_label(qid, q, labels[qid])
-                   or validate_tag(qid, q, tags[qid]))
+        try:
+            spec = validate_question(qid, q)
+        except ValueError as exc:
+            return None, f"record {rid!r}: {exc}"
+        problem = validate_label(spec, labels[qid]) or validate_tag(spec, tags[qid])
         if problem:
             return None, f"record {rid!r}: {problem}"
         parsed_tags[qid] = QuestionTag(**tags[qid])
@@ -384,12 +294,3 @@ def dump_suite(name: str, records: Sequence[SuiteRecord], *, generator_seed: int
     data = ("\n".join(lines) + "\n").encode("utf-8")
     parse_suite(data, f"<{name}>")
     return data
-
-
-def write_suite(path: str | Path, name: str, records: Sequence[SuiteRecord], *,
-                generator_seed: int | None = None, description: str = "") -> Suite:
-    data = dump_suite(name, records, generator_seed=generator_seed, description=description)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return parse_suite(data, path)

@@ -17,13 +17,14 @@ Labels are irrelevant for timing, so most questions are not about the workload's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from laya_opt.errors import InputError
+from laya_opt.resources import is_suite_path, suite_names, suite_path, suites_dir
 
 from .suites import Suite, SuiteRecord, load_suite, question_key
 
 WORKLOADS = ("short-1", "short-16", "short-50", "long-1", "long-10", "mixed")
-DEFAULT_SUITES_DIR = Path(__file__).resolve().parent / "suites"
 SHORT_MAX_OPTIONS = 5
 
 
@@ -84,10 +85,11 @@ def _numbered(questions: list[dict]) -> dict[str, dict]:
     return {f"q{i:02d}": q for i, q in enumerate(questions)}
 
 
-def build_workload(name: str, suites_dir: str | Path = DEFAULT_SUITES_DIR) -> Workload:
+def build_workload(name: str, suite: Suite | None = None) -> Workload:
+    """Workload `name` built from `suite` (default: the bundled held-out suite)."""
     if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; known workloads: {', '.join(WORKLOADS)}")
-    suite = load_suite(Path(suites_dir) / "heldout.jsonl")
+        raise InputError(f"unknown workload {name!r}; known workloads: {', '.join(WORKLOADS)}")
+    suite = suite or load_suite(suites_dir() / "heldout.jsonl")
     if name.startswith(("short-", "long-")):
         length_class, n = name.split("-")
         base = _first_state(suite, length_class)
@@ -102,3 +104,19 @@ def build_workload(name: str, suites_dir: str | Path = DEFAULT_SUITES_DIR) -> Wo
     return Workload(name, ((base.state, _numbered(questions + [long_q])),),
                     f"49 distinct short questions + 1 long-prompt question ({len(long_q['criteria'])} "
                     f"options, last) on short state {base.id}")
+
+
+def check_requests_name(name: str, what: str = "requests") -> None:
+    """A suite (bundled name or .jsonl path) or a workload name; anything else names the choices."""
+    if name in WORKLOADS or (is_suite_path(name) and suite_path(name, what)) or name in suite_names():
+        return
+    raise InputError(f"{what}: {name!r} is neither a suite ({', '.join(suite_names())}, or a .jsonl path) "
+                     f"nor a workload ({', '.join(WORKLOADS)})")
+
+
+def named_requests(name: str) -> tuple[tuple[Any, dict], ...]:
+    """(state, questions) pairs of a suite, else of the workload `name` (what passes may ask for by name)."""
+    check_requests_name(name)
+    if name in WORKLOADS:
+        return build_workload(name).requests
+    return tuple((record.state, record.questions) for record in load_suite(suite_path(name)).records)

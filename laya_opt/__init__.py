@@ -1,4 +1,104 @@
-"""laya-opt: composable, fidelity-gated optimization passes for the Laya decision model on MLX."""
-from . import _blas  # noqa: F401  (must run before mlx.core is imported; see _blas.py)
+"""laya-opt: composable, fidelity-gated optimization passes for the Laya decision model on MLX.
 
-__version__ = "0.1.0"
+The public API, in four calls::
+
+    import laya_opt as lo
+
+    reference = lo.load()                                  # the bundled stand-in, float32
+    fast = lo.apply(lo.load(dtype="float16"), lo.passes.HeadPruneConfig())      # one pass, by config
+    fast = lo.apply(fast, "compile_buckets", multiple=16)                       # ... or by name
+    result = lo.run_pipeline(reference, [lo.passes.HeadPruneConfig(), lo.passes.CompileBucketsConfig()],
+                             suite="smoke", dtype="float16")                   # gated stage by stage
+    timings = lo.benchmark({"reference": reference, "fast": result.final_runtime}, workloads=["short-1"])
+
+Everything else (Runtime, Pipeline, the fidelity checker) is importable from its module; the errors
+of bad input are the types in `laya_opt.errors`.
+"""
+from __future__ import annotations
+
+from . import _blas  # noqa: F401  (must run before mlx.core is imported; see _blas.py)
+from .errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
+                     QuestionError, SchemaError, SuiteError)
+
+__version__ = "0.2.0"
+__all__ = ["load", "apply", "run_pipeline", "benchmark", "load_suite", "passes", "LayaError", "InputError",
+           "PassError", "CheckpointError", "ConfigError", "ExperimentError", "QuestionError", "SchemaError",
+           "SuiteError", "__version__"]
+
+
+def load(checkpoint=None, dtype: str = "float32", batch_size: int = 16):
+    """A Runtime for a checkpoint directory (upstream or laya-mlx layout); None or "standin": the stand-in."""
+    from .resources import checkpoint_path
+    from .runtime import load_runtime
+
+    return load_runtime(checkpoint_path(checkpoint), dtype=dtype, batch_size=batch_size)
+
+
+def apply(runtime, pass_, /, data=None, **settings):
+    """Apply one pass: a config object (`lo.passes.CompileBucketsConfig(multiple=16)`), or a name + settings.
+
+    Data a pass needs (e.g. `plan_from="heldout"`) is resolved from its name unless `data` gives it.
+    """
+    from .passes_api import PassSpec, apply_pass
+    from .pipeline import default_resolver
+    from .registry import build_registry
+
+    registry = build_registry()
+    if isinstance(pass_, (str, PassSpec)):
+        spec = registry.get(pass_) if isinstance(pass_, str) else pass_
+        config = spec.make_config(settings)
+    else:
+        if settings:
+            raise TypeError("give settings either in the config object or as keywords with a pass name, not both")
+        spec, config = registry.for_config(pass_), pass_
+    if data is None:
+        data = {name: default_resolver(kind, value) for name, (kind, value) in spec.data_names(config).items()}
+    return apply_pass(spec, runtime, config, data)
+
+
+def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16", gates=None, repeat: int = 2,
+                 progress=None):
+    """Cast `reference` to `dtype` (stage 0), then apply and gate every pass on `suite` (a name or a Suite).
+
+    `passes` holds config objects, PassSpecs or `laya_opt.pipeline.Step`s; `gates` overrides the
+    defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`.
+    """
+    from .checkpoint import dtype_name
+    from .pipeline import GateSet, Pipeline
+    from .schema import parse
+
+    pipeline = Pipeline(passes, gates=parse(GateSet, gates or {}, "gates"), candidate_dtype=dtype,
+                        reference_dtype=dtype_name(reference.dtype), repeat=repeat)
+    return pipeline.run(reference, load_suite(suite) if isinstance(suite, str) else suite, progress=progress)
+
+
+def benchmark(runtimes, workloads=("short-1",), *, baseline: str | None = None, show_progress: bool = False,
+              **settings):
+    """Time runtimes ({label: Runtime}) on named workloads in rotating blocks; speed-ups are paired against
+    `baseline` (default: the first label). Settings are `laya_opt.bench.BenchConfig` fields."""
+    from .bench import BenchConfig, benchmark as run_benchmark
+    from .fidelity.workloads import build_workload
+    from .schema import parse
+
+    labels = list(runtimes)
+    if not labels:
+        raise InputError("benchmark needs at least one runtime")
+    config = parse(BenchConfig, settings, "benchmark")
+    return run_benchmark(baseline or labels[0], runtimes, [build_workload(name) for name in workloads], config,
+                         show_progress)
+
+
+def load_suite(name_or_path):
+    """A labelled suite: a bundled name (`smoke`, `heldout`, ...) or a .jsonl path."""
+    from .fidelity.suites import load_suite as read_suite
+    from .resources import suite_path
+
+    return read_suite(suite_path(str(name_or_path)))
+
+
+def __getattr__(name: str):
+    if name == "passes":  # the built-in passes package, imported on first use
+        import importlib
+
+        return importlib.import_module(f"{__name__}.passes")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

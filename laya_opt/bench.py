@@ -20,6 +20,7 @@ import mlx.core as mx
 import numpy as np
 
 from .runtime import Runtime
+from .schema import checked
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
@@ -27,21 +28,19 @@ CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
+@checked
 class BenchConfig:
-    requests: int = 200          # timed requests per workload, runtime and mode
-    warmup: int = 10             # untimed requests per workload, runtime and mode, after the cold call
-    blocks: int = 10             # alternating blocks the timed requests are split into
+    """Timing settings; read from YAML or keyword arguments by `laya_opt.schema.parse`."""
+
+    requests: int = field(default=200, metadata={"min": 1})  # timed requests per workload, runtime and mode
+    # untimed requests per workload, runtime and mode, after the cold call
+    warmup: int = field(default=10, metadata={"min": 0})
+    blocks: int = field(default=10, metadata={"min": 1})    # alternating blocks the timed requests are split into
     forward_only: bool = True    # also time pre-collated batches through runtime.forward
-    seed: int = 0                # bootstrap resampling
-    bootstrap: int = BOOTSTRAP_RESAMPLES
+    seed: int = field(default=0, metadata={"min": 0})       # bootstrap resampling
+    bootstrap: int = field(default=BOOTSTRAP_RESAMPLES, metadata={"min": 1})
 
     def __post_init__(self):
-        for name in ("requests", "blocks", "bootstrap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"benchmark.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"benchmark.warmup must be an integer >= 0, got {self.warmup!r}")
         if self.blocks > self.requests:
             raise ValueError(f"benchmark.blocks ({self.blocks}) cannot exceed benchmark.requests ({self.requests}): "
                              "every block needs at least one timed request")

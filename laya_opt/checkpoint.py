@@ -1,4 +1,4 @@
-"""Checkpoint directories: load (upstream or laya-mlx layout) with strict binding, save (spec §3).
+"""Checkpoint directories: load (upstream or laya-mlx layout) with strict binding, save, quantized exports (spec §3).
 
 Layout: model.safetensors, rl_agent_config.json, encoder/config.json, tokenizer/{tokenizer.json,
 tokenizer_config.json}, optional mlx_config.json (MLX exports, quantization metadata).
@@ -11,14 +11,19 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import mlx.core as mx
+import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from .config import AgentConfig, EncoderConfig, parse_agent_config, parse_encoder_config, read_json
+from .config import AgentConfig, EncoderConfig, encoder_config_dict, parse_agent_config, parse_encoder_config, read_json
 from .model import LayaModel
+from .quant import (HEAD_PREFIXES, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme, dense_modules,
+                    quantization_problems, quantize_modules, weight_modules)
 from .tokens import TextCodec, load_codec
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -142,8 +147,7 @@ def load_checkpoint(path: str | Path, dtype: str | mx.Dtype = "float32") -> Chec
     tensors = map_names(tensors)
     model = LayaModel(encoder, agent)
     if mlx_config.get("quantization"):
-        from .quantization import apply_quantization_structure  # quantized export: build packed modules first
-
+        # A quantized export: build the packed modules first, then bind strictly.
         apply_quantization_structure(model, mlx_config["quantization"], tensors, source=str(path / "mlx_config.json"))
     bind_strict(model, tensors, dtype, source=str(weights_path))
     return Checkpoint(path=path, encoder_config=encoder, agent_config=agent, codec=codec, model=model,
@@ -218,7 +222,128 @@ def save_checkpoint(model: LayaModel, out_dir: str | Path, encoder_raw: dict, ag
     return out_dir
 
 
-def save_like(checkpoint: Checkpoint, model: LayaModel, out_dir: str | Path, **kwargs) -> Path:
-    """Save `model` with the configs and tokenizer of the checkpoint it came from."""
-    return save_checkpoint(model, out_dir, checkpoint.encoder_config.raw, checkpoint.agent_config.raw,
-                           checkpoint.path / "tokenizer", **kwargs)
+# ----------------------------------------------------------------------------- quantized checkpoints (spec §3.6)
+
+
+def quantization_metadata(model: nn.Module) -> dict:
+    """The `quantization` entry of mlx_config.json: the most common scheme on top, every module listed."""
+    modules = {path: {"bits": m.bits, "group_size": m.group_size, "mode": m.mode}
+               for path, m in weight_modules(model).items() if isinstance(m, QUANTIZED_TYPES)}
+    if not modules:
+        raise ValueError("the model has no quantized modules; save it with checkpoint.save_checkpoint instead")
+    common = Counter(tuple(entry.values()) for entry in modules.values()).most_common(1)[0][0]
+    return {"bits": common[0], "group_size": common[1], "mode": common[2],
+            "quantize_heads": any(path.startswith(HEAD_PREFIXES) for path in modules), "modules": modules}
+
+
+def save_quantized(runtime_or_model, out_dir: str | Path, *, tokenizer_dir: str | Path | None = None,
+                   encoder_raw: dict | None = None, agent_raw: dict | None = None, dtype=None) -> Path:
+    """Write a quantized runtime (or model) as an MLX-layout checkpoint with its quantization metadata.
+
+    Packed uint32 weights, scales and biases go into model.safetensors unchanged; floating tensors are
+    cast to `dtype` if given. A runtime brings its tokenizer from `info["checkpoint"]`; a bare model
+    needs `tokenizer_dir`.
+    """
+    model = getattr(runtime_or_model, "model", runtime_or_model)
+    if tokenizer_dir is None:
+        source = getattr(runtime_or_model, "info", {}).get("checkpoint")
+        if source is None:
+            raise ValueError("save_quantized: pass tokenizer_dir (the model carries no checkpoint path)")
+        tokenizer_dir = Path(source) / "tokenizer"
+    if not Path(tokenizer_dir).is_dir():
+        raise FileNotFoundError(f"save_quantized: tokenizer directory {tokenizer_dir} does not exist")
+    encoder_raw = encoder_raw if encoder_raw is not None else encoder_config_dict(model.encoder_config)
+    agent_raw = agent_raw if agent_raw is not None else dict(model.agent_config.raw)
+    if not agent_raw:
+        raise ValueError("save_quantized: the agent config has no raw mapping; pass agent_raw")
+    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir, dtype=dtype, layout="mlx",
+                           mlx_config={"quantization": quantization_metadata(model)})
+
+
+def _listed_schemes(quant_meta: Any, tensors: Mapping[str, mx.array], source: str) -> dict[str, QuantScheme]:
+    if not isinstance(quant_meta, Mapping):
+        raise ValueError(f"{source}: quantization must be an object, got {type(quant_meta).__name__}")
+    if not isinstance(quant_meta.get("quantize_heads", False), bool):
+        raise ValueError(f"{source}: quantization.quantize_heads must be true/false")
+    top = {key: quant_meta[key] for key in ("bits", "group_size", "mode") if key in quant_meta}
+    modules = quant_meta.get("modules")
+    if modules is None:
+        # Port exports (§3.6) record only bits and group size: the quantized modules are those with scales.
+        modules = {name[: -len(".scales")]: {} for name in tensors if name.endswith(".scales")}
+        if not modules:
+            raise ValueError(f"{source}: quantization is present but no tensor has scales")
+    if not isinstance(modules, Mapping):
+        raise ValueError(f"{source}: quantization.modules must map module path -> scheme")
+    schemes = {}
+    for path, entry in modules.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{source}: quantization.modules[{path!r}] must be an object")
+        merged = {"mode": "affine", **top, **entry}
+        missing = [key for key in ("bits", "group_size") if key not in merged]
+        if missing:
+            raise ValueError(f"{source}: quantization.modules[{path!r}] has no {' or '.join(missing)}")
+        check_scheme(merged["bits"], merged["group_size"], merged["mode"], f"{source}: module {path}")
+        schemes[path] = QuantScheme(merged["bits"], merged["group_size"], merged["mode"])
+    return schemes
+
+
+def _dtype_text(dtype: mx.Dtype) -> str:
+    return str(dtype).removeprefix("mlx.core.")
+
+
+def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors: Mapping[str, mx.array]) -> list[str]:
+    rows, width = module.weight.shape
+    problems = quantization_problems({path: module}, scheme, {path: "quantization.modules"})
+    if problems:
+        return problems
+    packed, scales, biases = (tensors.get(f"{path}.{name}") for name in ("weight", "scales", "biases"))
+    groups = (rows, width // scheme.group_size)
+    if packed is None:
+        problems.append(f"{path}: listed as quantized but there is no {path}.weight tensor")
+    elif packed.dtype != mx.uint32:
+        problems.append(f"{path}: packed weight is {_dtype_text(packed.dtype)}, expected uint32")
+    elif tuple(packed.shape) != (rows, width * scheme.bits // 32):
+        problems.append(f"{path}: packed weight shape {tuple(packed.shape)} does not match {scheme.label} "
+                        f"for ({rows}, {width}); expected {(rows, width * scheme.bits // 32)}")
+    if scales is None:
+        problems.append(f"{path}: listed as quantized but there is no {path}.scales tensor")
+    elif tuple(scales.shape) != groups:
+        problems.append(f"{path}: scales shape {tuple(scales.shape)} is inconsistent with {scheme.label} "
+                        f"for ({rows}, {width}); expected {groups}")
+    elif (scheme.mode == "affine") != mx.issubdtype(scales.dtype, mx.floating):
+        problems.append(f"{path}: scales dtype {_dtype_text(scales.dtype)} does not fit mode {scheme.mode!r}")
+    if scheme.mode == "affine" and biases is None:
+        problems.append(f"{path}: affine mode needs a {path}.biases tensor")
+    elif scheme.mode == "affine" and tuple(biases.shape) != groups:
+        problems.append(f"{path}: biases shape {tuple(biases.shape)} is inconsistent with {scheme.label}; "
+                        f"expected {groups}")
+    elif scheme.mode != "affine" and biases is not None:
+        problems.append(f"{path}: mode {scheme.mode!r} has no biases but {path}.biases is present")
+    return problems
+
+
+def apply_quantization_structure(model: nn.Module, quant_meta: Any, tensors: Mapping[str, mx.array],
+                                 source: str) -> None:
+    """Turn the listed modules of a freshly built dense model into quantized ones before strict binding.
+
+    Every listed module must have consistent packed weight / scales / biases tensors, and every
+    quantized tensor set must belong to a listed module; all problems are reported at once.
+    """
+    schemes = _listed_schemes(quant_meta, tensors, source)
+    candidates = dense_modules(model)
+    problems = []
+    for path, scheme in schemes.items():
+        if path not in candidates:
+            problems.append(f"{path}: listed in quantization.modules but the model has no Linear or Embedding there")
+        else:
+            problems += _tensor_problems(path, candidates[path], scheme, tensors)
+    for name, value in tensors.items():
+        module_path, _, leaf = name.rpartition(".")
+        packed = leaf == "weight" and value.dtype == mx.uint32
+        if (leaf in ("scales", "biases") or packed) and module_path not in schemes:
+            problems.append(f"{module_path}: has quantized tensor {name} but quantization.modules does not list it")
+    if problems:
+        raise ValueError(f"{source}: quantization metadata does not match the tensors:\n  " + "\n  ".join(problems))
+    for scheme in set(schemes.values()):
+        check_mode_supported(scheme)
+    quantize_modules(model, schemes)

@@ -12,12 +12,11 @@ from rich.table import Table
 from . import cli_run
 from .checkpoint import DTYPES
 from .config import ARCHITECTURES, read_json
+from .console import output_console, rich_table
+from .resources import STANDIN, checkpoint_path, project_tokenizer
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CHECKPOINT = PROJECT_ROOT / "checkpoints" / "laya-tiny"
 BAD_INPUT = 2  # exit code for invalid input (click uses 2 for usage errors too)
 
-console = Console()
 errors = Console(stderr=True)
 
 
@@ -93,8 +92,8 @@ def answers_table(result: dict) -> Table:
 
 
 checkpoint_option = click.option(
-    "--checkpoint", "checkpoint", type=click.Path(path_type=Path), default=DEFAULT_CHECKPOINT, show_default=True,
-    help="Checkpoint directory (upstream or laya-mlx layout).")
+    "--checkpoint", "checkpoint", default=STANDIN, show_default=True, callback=lambda ctx, param, value:
+    checkpoint_path(value), help="Checkpoint directory (upstream or laya-mlx layout); `standin` is the bundled one.")
 state_option = click.option("--state", "state", required=True, help="State text, or @FILE to read it from a file.")
 json_state_option = click.option("--json-state", is_flag=True, help="Parse the state as JSON (dict or turn list).")
 questions_option = click.option("--questions", "questions_file", required=True,
@@ -133,7 +132,7 @@ def predict(checkpoint, state, json_state, questions_file, dtype, batch_size, as
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     else:
-        console.print(answers_table(result))
+        output_console().print(answers_table(result))
 
 
 @main.command("inspect-prompt")
@@ -167,6 +166,7 @@ def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json)
         return
     styles = {"cls": "bold magenta", "sep": "bold magenta", "marker": "bold yellow", "header": "cyan",
               "option": "green", "state": ""}
+    console = output_console()
     for item in selected:
         console.rule(f"{item.qid} ({item.type_name}, qtype {item.qtype}): {item.length} tokens, "
                      f"markers at {list(item.markers)}")
@@ -183,8 +183,7 @@ def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float16", show_default=True)
 @click.option("--tokenizer", "tokenizer_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=PROJECT_ROOT / "checkpoints" / "tokenizer", show_default=True,
-              help="Tokenizer folder to ship (the project's BPE tokenizer).")
+              default=None, help="Tokenizer folder to ship (default: the project's bundled BPE tokenizer).")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @fail_on_bad_input
 def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
@@ -195,16 +194,17 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
 
     if not random_weights:
         raise ValueError("only --random checkpoints can be made (laya-opt never downloads weights)")
-    path = write_random_checkpoint(arch, out_dir, seed=seed, dtype=dtype, tokenizer_dir=tokenizer_dir)
+    path = write_random_checkpoint(arch, out_dir, seed=seed, dtype=dtype,
+                                   tokenizer_dir=tokenizer_dir or project_tokenizer())
     loaded = load_checkpoint(path, dtype=dtype)
     total = parameter_count(loaded.encoder_config, loaded.agent_config)
-    console.print(f"wrote {path} ({arch}, {dtype}, seed {seed}): {total:,} parameters, "
-                  f"{(path / 'model.safetensors').stat().st_size:,} bytes of weights; strict load OK")
+    output_console().print(f"wrote {path} ({arch}, {dtype}, seed {seed}): {total:,} parameters, "
+                           f"{(path / 'model.safetensors').stat().st_size:,} bytes of weights; strict load OK")
 
 
 @main.command()
 @checkpoint_option
-@click.option("--suite", default="smoke", show_default=True, help="Suite name under fidelity/suites/ or a .jsonl path.")
+@click.option("--suite", default="smoke", show_default=True, help="A bundled suite name or a .jsonl path.")
 @click.option("--bits", type=click.IntRange(min=2, max=8), default=4, show_default=True)
 @click.option("--group-size", type=int, default=64, show_default=True)
 @click.option("--mode", default="affine", show_default=True, help="affine, mxfp4, mxfp8 or nvfp4.")
@@ -215,22 +215,19 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
 @fail_on_bad_input
 def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json):
     """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes."""
-    from fidelity.checker import requests_from_suite
-    from fidelity.suites import load_suite
-    from passes.quantize_encoder import layer_sensitivity, sensitivity_table
-
+    from .fidelity.checker import requests_from_suite
+    from .fidelity.sensitivity import layer_sensitivity, sensitivity_table
+    from .fidelity.suites import load_suite
+    from .resources import suite_path
     from .runtime import load_runtime
 
-    path = Path(suite) if suite.endswith(".jsonl") else PROJECT_ROOT / "fidelity" / "suites" / f"{suite}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"suite {suite!r} not found ({path})")
-    requests = requests_from_suite(load_suite(path))
+    requests = requests_from_suite(load_suite(suite_path(suite, "--suite")))
     rows = layer_sensitivity(load_runtime(checkpoint, dtype=dtype), requests, bits=bits, group_size=group_size,
                              unit=unit, mode=mode)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        console.print(sensitivity_table(rows))
+        output_console().print(rich_table(sensitivity_table(rows)))
 
 
 main.add_command(cli_run.run)

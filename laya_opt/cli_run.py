@@ -14,9 +14,10 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from .console import output_console
+
 BAD_INPUT = 2
 PASS_FAILED = 1
-GATE_FAILED = 3
 
 
 def _fail(message: str, code: int) -> None:
@@ -55,7 +56,7 @@ def explain(experiment_file: str) -> None:
               help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
                    "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
 @click.option("--suite", "suites", multiple=True,
-              help="Gate on this suite instead of the experiment's suites (repeatable; a name in fidelity/suites/ "
+              help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
                    "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
 @click.option("--quiet", is_flag=True, help="No progress output; the stage table is still printed.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
@@ -69,16 +70,15 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     if candidate_dtype:
         experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
     if suites:
-        from .experiment import ExperimentError, resolve_suite
+        from .errors import InputError
+        from .resources import suite_path
 
         try:
-            resolved = tuple(resolve_suite(name, f"--suite {name}") for name in suites)
-        except ExperimentError as exc:
+            resolved = tuple(suite_path(name, f"--suite {name}") for name in suites)
+        except InputError as exc:
             _fail(str(exc), BAD_INPUT)
         experiment = dataclasses.replace(experiment, suites=resolved)
-    console = Console()
-    if not console.is_terminal:  # logs and pipes: print the table at full width instead of 80 columns
-        console = Console(width=240)
+    console = output_console()
     say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {message}[/]",
                                                                               highlight=False))
     # SIGTERM becomes SystemExit so that run_experiment removes its temp dir on the way out.

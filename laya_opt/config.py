@@ -1,10 +1,14 @@
 """Encoder and agent configurations: parsing, validation, presets and the exact parameter count (spec §2-§3)."""
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from .errors import ConfigError, SchemaError
+from .schema import parse
 
 LAYER_KINDS = ("full_attention", "sliding_attention")
 
@@ -52,112 +56,106 @@ class AgentConfig:
         return len(self.act_costs) + 1
 
 
-def _require_int(raw: dict, key: str, source: str, minimum: int = 1) -> int:
-    if key not in raw:
-        raise ValueError(f"{source}: missing required key '{key}'")
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{source}: '{key}' must be an integer >= {minimum}, got {value!r}")
-    return value
+# ----------------------------------------------------------------------------- the files, as the validator reads them
+
+LARGE = 1 << 24  # sizes beyond this are typos, not models (and would overflow the parameter arithmetic)
+
+
+@dataclass(frozen=True)
+class RopeParameters:
+    rope_type: Literal["default"] = "default"   # scaled RoPE ("linear", ...) is refused
+    rope_theta: float | None = None
+
+
+@dataclass(frozen=True)
+class EncoderFile:
+    """encoder/config.json (spec §3.2); keys other than these are ignored, as upstream ignores them."""
+
+    vocab_size: int = field(metadata={"min": 1, "max": LARGE})
+    hidden_size: int = field(metadata={"min": 1, "max": LARGE})
+    intermediate_size: int = field(metadata={"min": 1, "max": LARGE})
+    num_hidden_layers: int = field(metadata={"min": 1, "max": 4096})
+    num_attention_heads: int = field(metadata={"min": 1, "max": 4096})
+    model_type: Literal["modernbert"] = "modernbert"
+    hidden_activation: Literal["gelu"] = "gelu"   # exact erf GELU; tanh approximations are refused
+    norm_eps: float = field(default=1e-5, metadata={"min": 0.0, "max": 1.0})
+    norm_bias: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    local_attention: int = field(default=128, metadata={"min": 2, "max": LARGE})
+    global_attn_every_n_layers: int = field(default=3, metadata={"min": 1})
+    global_rope_theta: float = field(default=160000.0, metadata={"min": 1.0})
+    local_rope_theta: float = field(default=10000.0, metadata={"min": 1.0})
+    max_position_embeddings: int = field(default=8192, metadata={"min": 1, "max": LARGE})
+    layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = None
+    rope_parameters: Mapping[str, RopeParameters] | None = None
+
+
+@dataclass(frozen=True)
+class AgentFile:
+    """rl_agent_config.json (spec §3.3); training metadata keys are ignored."""
+
+    encoder: Any
+    head_layers: int = field(metadata={"min": 0, "max": 4096})
+    max_len: int = 512
+    head_max_len: int = 192
+    act_costs: Mapping[str, Any] | None = None
+    temperature: tuple[Any, ...] = (1.0, 1.0, 1.0)      # entries clamped later (spec §3.3), not refused
+    temperature_by_options: Mapping[str, Any] | None = None
+
+
+def _read(cls: type, raw: Any, source: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a JSON object")
+    known = {f.name for f in dataclasses.fields(cls)}
+    try:
+        return parse(cls, {key: value for key, value in raw.items() if key in known}, source)
+    except SchemaError as exc:
+        raise ConfigError(str(exc).replace(f"{source}.", f"{source}: ", 1)) from None
 
 
 def parse_encoder_config(raw: dict, source: str = "encoder/config.json") -> EncoderConfig:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{source}: expected a JSON object")
-    model_type = raw.get("model_type", "modernbert")
-    if model_type != "modernbert":
-        raise ValueError(f"{source}: model_type must be 'modernbert', got {model_type!r}")
-    activation = raw.get("hidden_activation", "gelu")
-    if activation != "gelu":
-        raise ValueError(f"{source}: hidden_activation must be 'gelu' (exact erf), got {activation!r}")
-    vocab = _require_int(raw, "vocab_size", source)
-    hidden = _require_int(raw, "hidden_size", source)
-    inter = _require_int(raw, "intermediate_size", source)
-    layers = _require_int(raw, "num_hidden_layers", source)
-    heads = _require_int(raw, "num_attention_heads", source)
-    if hidden % heads:
-        raise ValueError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
-    if (hidden // heads) % 2:
-        raise ValueError(f"{source}: head dim {hidden // heads} must be even for RoPE")
-    local = raw.get("local_attention", 128)
-    if isinstance(local, bool) or not isinstance(local, int) or local < 2:
-        raise ValueError(f"{source}: local_attention must be an integer >= 2, got {local!r}")
-    max_pos = raw.get("max_position_embeddings", 8192)
-    if isinstance(max_pos, bool) or not isinstance(max_pos, int) or max_pos < 1:
-        raise ValueError(f"{source}: max_position_embeddings must be a positive integer, got {max_pos!r}")
-
-    if "layer_types" in raw and raw["layer_types"] is not None:
-        types = raw["layer_types"]
-        if not isinstance(types, list) or len(types) != layers:
-            raise ValueError(f"{source}: layer_types must be a list of length num_hidden_layers={layers}")
-        for i, kind in enumerate(types):
-            if kind not in LAYER_KINDS:
-                raise ValueError(f"{source}: layer_types[{i}] = {kind!r} is not one of {LAYER_KINDS}")
-        types = tuple(types)
+    file = _read(EncoderFile, raw, source)
+    if file.hidden_size % file.num_attention_heads:
+        raise ConfigError(f"{source}: hidden_size {file.hidden_size} is not divisible by num_attention_heads "
+                          f"{file.num_attention_heads}")
+    if (file.hidden_size // file.num_attention_heads) % 2:
+        raise ConfigError(f"{source}: head dim {file.hidden_size // file.num_attention_heads} must be even for RoPE")
+    layers = file.num_hidden_layers
+    if file.layer_types is not None:
+        if len(file.layer_types) != layers:
+            raise ConfigError(f"{source}: layer_types must be a list of length num_hidden_layers={layers}")
+        types = file.layer_types
     else:
-        every = raw.get("global_attn_every_n_layers", 3)
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"{source}: global_attn_every_n_layers must be a positive integer, got {every!r}")
+        every = file.global_attn_every_n_layers
         types = tuple(LAYER_KINDS[0] if i % every == 0 else LAYER_KINDS[1] for i in range(layers))
-
-    fallback = {
-        "full_attention": float(raw.get("global_rope_theta", 160000.0)),
-        "sliding_attention": float(raw.get("local_rope_theta", 10000.0)),
-    }
-    rope_params = raw.get("rope_parameters") or {}
-    if not isinstance(rope_params, dict):
-        raise ValueError(f"{source}: rope_parameters must be an object")
-    bases = dict(fallback)
-    for kind, params in rope_params.items():
+    bases = {"full_attention": file.global_rope_theta, "sliding_attention": file.local_rope_theta}
+    for kind, params in (file.rope_parameters or {}).items():
         if kind not in LAYER_KINDS:
-            raise ValueError(f"{source}: rope_parameters has unknown layer kind {kind!r}")
-        if not isinstance(params, dict):
-            raise ValueError(f"{source}: rope_parameters[{kind!r}] must be an object")
-        rope_type = params.get("rope_type", "default")
-        if rope_type != "default":
-            raise ValueError(f"{source}: rope_parameters[{kind!r}].rope_type {rope_type!r} is not supported "
-                             "(only 'default' RoPE)")
-        if "rope_theta" in params:
-            bases[kind] = float(params["rope_theta"])
-    for kind, base in bases.items():
-        if not math.isfinite(base) or base <= 1.0:
-            raise ValueError(f"{source}: RoPE base for {kind} must be a finite number > 1, got {base!r}")
+            raise ConfigError(f"{source}: rope_parameters has unknown layer kind {kind!r}")
+        if params.rope_theta is not None:
+            if not params.rope_theta > 1.0:
+                raise ConfigError(f"{source}: rope_parameters.{kind}.rope_theta must be > 1, got {params.rope_theta}")
+            bases[kind] = params.rope_theta
     return EncoderConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-        num_attention_heads=heads, layer_types=types, rope_bases=tuple(bases[kind] for kind in types),
-        local_attention=local, norm_eps=float(raw.get("norm_eps", 1e-5)),
-        norm_bias=bool(raw.get("norm_bias", False)), attention_bias=bool(raw.get("attention_bias", False)),
-        mlp_bias=bool(raw.get("mlp_bias", False)), max_position_embeddings=max_pos, raw=dict(raw),
-    )
+        vocab_size=file.vocab_size, hidden_size=file.hidden_size, intermediate_size=file.intermediate_size,
+        num_hidden_layers=layers, num_attention_heads=file.num_attention_heads, layer_types=types,
+        rope_bases=tuple(bases[kind] for kind in types), local_attention=file.local_attention,
+        norm_eps=file.norm_eps, norm_bias=file.norm_bias, attention_bias=file.attention_bias,
+        mlp_bias=file.mlp_bias, max_position_embeddings=file.max_position_embeddings, raw=dict(raw))
 
 
 def parse_agent_config(raw: dict, encoder: EncoderConfig, source: str = "rl_agent_config.json") -> AgentConfig:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{source}: expected a JSON object")
-    for key in ("encoder", "head_layers"):
-        if key not in raw:
-            raise ValueError(f"{source}: missing required key '{key}'")
-    head_layers = _require_int(raw, "head_layers", source, minimum=0)
-    max_len = raw.get("max_len", 512)
-    head_max_len = raw.get("head_max_len", 192)
-    for key, value in (("max_len", max_len), ("head_max_len", head_max_len)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{source}: '{key}' must be an integer, got {value!r}")
-    if not 4 < head_max_len < max_len <= encoder.max_position_embeddings:
-        raise ValueError(f"{source}: need 4 < head_max_len ({head_max_len}) < max_len ({max_len}) <= "
-                         f"max_position_embeddings ({encoder.max_position_embeddings})")
-    act_costs = raw.get("act_costs", {}) or {}
-    if not isinstance(act_costs, dict):
-        raise ValueError(f"{source}: act_costs must be an object, got {type(act_costs).__name__}")
-    temperature = raw.get("temperature", [1.0, 1.0, 1.0])
-    if not isinstance(temperature, (list, tuple)) or len(temperature) != 3:
-        raise ValueError(f"{source}: temperature must have exactly 3 entries [choice, score, noul]")
-    by_options = raw.get("temperature_by_options", {}) or {}
-    if not isinstance(by_options, dict):
-        raise ValueError(f"{source}: temperature_by_options must be an object")
-    return AgentConfig(encoder=str(raw["encoder"]), head_layers=head_layers, max_len=max_len,
-                       head_max_len=head_max_len, act_costs=dict(act_costs), temperature=tuple(temperature),
-                       temperature_by_options=dict(by_options), raw=dict(raw))
+    file = _read(AgentFile, raw, source)
+    if not 4 < file.head_max_len < file.max_len <= encoder.max_position_embeddings:
+        raise ConfigError(f"{source}: need 4 < head_max_len ({file.head_max_len}) < max_len ({file.max_len}) <= "
+                          f"max_position_embeddings ({encoder.max_position_embeddings})")
+    if len(file.temperature) != 3:
+        raise ConfigError(f"{source}: temperature must have exactly 3 entries [choice, score, noul]")
+    return AgentConfig(encoder=str(file.encoder), head_layers=file.head_layers, max_len=file.max_len,
+                       head_max_len=file.head_max_len, act_costs=dict(file.act_costs or {}),
+                       temperature=file.temperature, temperature_by_options=dict(file.temperature_by_options or {}),
+                       raw=dict(raw))
 
 
 def read_json(path: Path):

@@ -1,11 +1,11 @@
 """Experiment files: a flat YAML schema validated completely before any weight is loaded.
 
-    name: stack_exact                      # results go to <output_dir>/<name>-<UTC timestamp>
-    checkpoint: checkpoints/laya-tiny      # default; relative paths are relative to the project root
+    name: stack_exact                      # results go to <output_dir>/<name>-<UTC timestamp>-<id>
+    checkpoint: standin                    # the bundled stand-in, or a checkpoint directory
     reference_dtype: float32               # the reference every stage is compared with (cumulative)
-    candidate_dtype: float16               # stage 0 "baseline": this dtype, no pass
+    candidate_dtype: float16               # stage 0 "baseline": cast_dtype to this dtype
     batch_size: 16
-    suites: [heldout]                      # names in fidelity/suites/ or paths to .jsonl files
+    suites: [heldout]                      # bundled suite names or paths to .jsonl files
     plugins: [my_package.my_passes]        # modules imported explicitly to register third-party passes
     passes:
       - name: head_prune_final
@@ -24,52 +24,61 @@
       seed: 0
     output_dir: results
 
-Errors name the key path (`passes[1].config.group_size: ...`). Only `yaml.safe_load` is used, and no
-module is imported unless `plugins` names it.
+Relative paths (checkpoint, suite files, output_dir) resolve from the current working directory.
+Errors name the key path (`passes[1].config.group_size: ...`). YAML is read with a safe loader that
+refuses duplicate keys, and no module is imported unless `plugins` names it.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import yaml
 
-from fidelity.gates import parse_gates
-
 from .bench import BenchConfig
-from .checkpoint import DTYPES
-from .passes_api import PassSpec, check_order, config_to_dict
-from .pipeline import ON_FAIL_CHOICES, GateSet, Pipeline, Step, resolve_gates
-from .registry import Registry, UnknownPass, build_registry
+from .errors import ExperimentError, InputError
+from .fidelity.workloads import WORKLOADS, check_requests_name
+from .passes_api import check_order
+from .pipeline import GateSet, Pipeline, Step
+from .registry import Registry, build_registry
+from .resources import checkpoint_path, suite_path
+from .schema import convert, parse, to_plain
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CHECKPOINT = "checkpoints/laya-tiny"
-SUITES_DIR = PROJECT_ROOT / "fidelity" / "suites"
-DEFAULT_OUTPUT_DIR = "results"
-TOP_KEYS = ("name", "checkpoint", "reference_dtype", "candidate_dtype", "batch_size", "suites", "passes", "gates",
-            "plugins", "benchmark", "output_dir")
-PASS_KEYS = ("name", "config", "on_fail", "gates")
-GATE_KEYS = ("incremental", "cumulative")
-BENCHMARK_KEYS = ("workloads", "requests", "warmup", "blocks", "forward_only", "seed")
+DTYPE = Literal["float32", "float16", "bfloat16"]
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ExperimentError(ValueError):
-    """An invalid experiment file; the message starts with the file and the key path."""
+# ---------------------------------------------------------------------------------------------------------------------
+# The file, as the validator reads it
 
 
 @dataclass(frozen=True)
 class PassEntry:
-    spec: PassSpec
-    config: Any
-    on_fail: str
-    gates: GateSet
+    name: str
+    config: Mapping[str, Any] = field(default_factory=dict)   # checked against the pass's own config type
+    on_fail: Literal["reject", "stop"] = "stop"
+    gates: GateSet = GateSet()
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+
+@dataclass(frozen=True)
+class ExperimentFile:
+    name: str
+    checkpoint: str = "standin"
+    reference_dtype: DTYPE = "float32"
+    candidate_dtype: DTYPE = "float16"
+    batch_size: int = field(default=16, metadata={"min": 1})
+    suites: tuple[str, ...] = field(default=("heldout",), metadata={"nonempty": True})
+    plugins: tuple[str, ...] = ()
+    passes: tuple[PassEntry, ...] = ()
+    gates: GateSet = GateSet()
+    benchmark: Mapping[str, Any] | None = None   # workloads + BenchConfig fields
+    output_dir: str = "results"
+
+    def __post_init__(self):
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"name: {self.name!r} must be letters, digits, '.', '_' or '-' (it names a directory)")
 
 
 @dataclass(frozen=True)
@@ -87,7 +96,7 @@ class Experiment:
     candidate_dtype: str
     batch_size: int
     suites: tuple[Path, ...]
-    passes: tuple[PassEntry, ...]
+    steps: tuple[Step, ...]          # the passes; the pipeline puts the baseline step first
     gates: GateSet
     plugins: tuple[str, ...]
     benchmark: BenchmarkPlan | None
@@ -95,22 +104,8 @@ class Experiment:
     registry: Registry
 
     def pipeline(self) -> Pipeline:
-        return Pipeline([Step(entry.spec, entry.config, entry.on_fail, entry.gates) for entry in self.passes],
-                        gates=self.gates)
-
-    def stage_gates(self) -> list[tuple[str, tuple, tuple]]:
-        """(stage name, incremental gates, cumulative gates) as resolved for each stage, baseline first.
-
-        Cumulative exactness assumes every earlier pass is accepted (what the plan intends).
-        """
-        exact_so_far = self.candidate_dtype == self.reference_dtype  # as Pipeline.run decides for stage 0
-        rows = [("baseline", (), resolve_gates("cumulative", exact_so_far, self.candidate_dtype, self.gates))]
-        for entry in self.passes:
-            exact_so_far = exact_so_far and entry.spec.exact
-            rows.append((entry.name,
-                         resolve_gates("incremental", entry.spec.exact, self.candidate_dtype, self.gates, entry.gates),
-                         resolve_gates("cumulative", exact_so_far, self.candidate_dtype, self.gates, entry.gates)))
-        return rows
+        return Pipeline(self.steps, gates=self.gates, candidate_dtype=self.candidate_dtype,
+                        reference_dtype=self.reference_dtype)
 
     def resolved(self) -> dict:
         """Every setting after defaults, as plain data (for the manifest)."""
@@ -119,207 +114,105 @@ class Experiment:
             "checkpoint": str(self.checkpoint), "reference_dtype": self.reference_dtype,
             "candidate_dtype": self.candidate_dtype, "batch_size": self.batch_size,
             "suites": [str(path) for path in self.suites], "plugins": list(self.plugins),
-            "passes": [{"name": entry.name, "exact": entry.spec.exact, "config": config_to_dict(entry.config),
-                        "on_fail": entry.on_fail, "source": self.registry.sources.get(entry.name)}
-                       for entry in self.passes],
-            "gates": {name: {"incremental": [str(g) for g in incremental], "cumulative": [str(g) for g in cumulative]}
-                      for name, incremental, cumulative in self.stage_gates()},
+            "passes": [{"name": step.name, "exact": step.is_exact, "config": to_plain(step.config),
+                        "on_fail": step.on_fail, "source": self.registry.sources.get(step.spec.name)}
+                       for step in self.steps],
+            "gates": {step.name: {"incremental": [str(g) for g in incremental],
+                                  "cumulative": [str(g) for g in cumulative]}
+                      for step, incremental, cumulative in self.pipeline().plan()},
             "benchmark": None if self.benchmark is None else {
-                "workloads": list(self.benchmark.workloads), "requests": self.benchmark.config.requests,
-                "warmup": self.benchmark.config.warmup, "blocks": self.benchmark.config.blocks,
-                "forward_only": self.benchmark.config.forward_only, "seed": self.benchmark.config.seed,
-                "bootstrap": self.benchmark.config.bootstrap},
+                "workloads": list(self.benchmark.workloads), **to_plain(self.benchmark.config)},
             "output_dir": str(self.output_dir),
         }
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Validation helpers
+# Parsing
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "integer", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _mapping(value: Any, path: str, known: tuple[str, ...]) -> Mapping:
-    if not isinstance(value, Mapping):
-        raise ExperimentError(f"{path}: expected a mapping, got {_type_name(value)}")
-    unknown = [str(key) for key in value if key not in known]
-    if unknown:
-        raise ExperimentError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}")
-    return value
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ExperimentError(f"{path}: expected a non-empty string, got {_type_name(value)} {value!r}")
-    return value
-
-
-def _string_list(value: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ExperimentError(f"{path}: expected a list, got {_type_name(value)}")
-    return tuple(_string(item, f"{path}[{index}]") for index, item in enumerate(value))
-
-
-def _integer(value: Any, path: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ExperimentError(f"{path}: expected an integer, got {_type_name(value)} {value!r}")
-    if value < minimum:
-        raise ExperimentError(f"{path}: must be >= {minimum}, got {value}")
-    return value
-
-
-def _dtype(value: Any, path: str) -> str:
-    if value not in DTYPES:
-        raise ExperimentError(f"{path}: unknown dtype {value!r}; choose one of {', '.join(DTYPES)}")
-    return value
-
-
-def project_path(value: str) -> Path:
-    """Relative paths are anchored at the project root, so a run does not depend on the working directory."""
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else PROJECT_ROOT / path
-
-
-def available_suites() -> list[str]:
-    return sorted(path.stem for path in SUITES_DIR.glob("*.jsonl")) if SUITES_DIR.is_dir() else []
-
-
-def resolve_suite(value: str, path: str) -> Path:
-    """A bare name means fidelity/suites/<name>.jsonl; anything with a slash or .jsonl is a path."""
-    is_path = "/" in value or value.endswith(".jsonl")
-    resolved = project_path(value) if is_path else SUITES_DIR / f"{value}.jsonl"
-    if not resolved.is_file():
-        known = ", ".join(available_suites()) or "none"
-        raise ExperimentError(f"{path}: suite file {resolved} does not exist (suites in {SUITES_DIR}: {known})")
-    return resolved
-
-
-def known_workloads() -> tuple[str, ...]:
-    from fidelity.workloads import WORKLOADS
-
-    return tuple(WORKLOADS)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Sections
-
-
-def _gate_set(value: Any, path: str) -> GateSet:
-    section = _mapping(value, path, GATE_KEYS)
+def _step(entry: PassEntry, path: str, registry: Registry) -> Step:
     try:
-        return GateSet(**{key: parse_gates(section[key], f"{path}.{key}") for key in GATE_KEYS if key in section})
-    except ValueError as exc:
-        if isinstance(exc, ExperimentError):
-            raise
-        raise ExperimentError(str(exc)) from None
-
-
-def _pass_entry(value: Any, path: str, registry: Registry) -> PassEntry:
-    entry = _mapping(value, path, PASS_KEYS)
-    if "name" not in entry:
-        raise ExperimentError(f"{path}.name: missing")
-    name = _string(entry["name"], f"{path}.name")
-    try:
-        spec = registry.get(name)
-    except UnknownPass as exc:
+        spec = registry.get(entry.name)
+    except InputError as exc:
         raise ExperimentError(f"{path}.name: {exc}") from None
-    config_values = entry.get("config") or {}
-    try:
-        config = spec.make_config(config_values, path=f"{path}.config")
-    except (TypeError, ValueError) as exc:
-        raise ExperimentError(str(exc)) from None
-    on_fail = entry.get("on_fail", "stop")
-    if on_fail not in ON_FAIL_CHOICES:
-        raise ExperimentError(f"{path}.on_fail: {on_fail!r} is not one of {', '.join(ON_FAIL_CHOICES)}")
-    gates = _gate_set(entry["gates"], f"{path}.gates") if "gates" in entry else GateSet()
-    return PassEntry(spec=spec, config=config, on_fail=on_fail, gates=gates)
+    config = spec.make_config(entry.config, path=f"{path}.config")
+    for field_name, (kind, name) in spec.data_names(config).items():
+        check_requests_name(name, f"{path}.config.{field_name}")
+    return Step(spec, config, entry.on_fail, entry.gates)
 
 
-def _benchmark(value: Any, path: str) -> BenchmarkPlan:
-    section = _mapping(value, path, BENCHMARK_KEYS)
-    if "workloads" not in section:
-        raise ExperimentError(f"{path}.workloads: missing")
-    workloads = _string_list(section["workloads"], f"{path}.workloads")
+def _benchmark(section: Mapping[str, Any]) -> BenchmarkPlan:
+    settings = dict(section)
+    if "workloads" not in settings:
+        raise ExperimentError("benchmark.workloads: missing")
+    workloads = convert(settings.pop("workloads"), tuple[str, ...], "benchmark.workloads")
     if not workloads:
-        raise ExperimentError(f"{path}.workloads: name at least one workload")
-    known = known_workloads()
+        raise ExperimentError("benchmark.workloads: name at least one workload")
     for index, name in enumerate(workloads):
-        if name not in known:
-            raise ExperimentError(f"{path}.workloads[{index}]: unknown workload {name!r}; known: {', '.join(known)}")
-    defaults = BenchConfig()
-    numbers = {key: _integer(section.get(key, getattr(defaults, key)), f"{path}.{key}", minimum)
-               for key, minimum in (("requests", 1), ("warmup", 0), ("blocks", 1), ("seed", 0))}
-    forward_only = section.get("forward_only", defaults.forward_only)
-    if not isinstance(forward_only, bool):
-        raise ExperimentError(f"{path}.forward_only: expected true/false, got {_type_name(forward_only)}")
-    try:
-        config = BenchConfig(forward_only=forward_only, **numbers)
-    except ValueError as exc:
-        raise ExperimentError(str(exc)) from None
-    return BenchmarkPlan(workloads=workloads, config=config)
+        if name not in WORKLOADS:
+            raise ExperimentError(f"benchmark.workloads[{index}]: unknown workload {name!r}; "
+                                  f"known: {', '.join(WORKLOADS)}")
+    return BenchmarkPlan(workloads=workloads, config=parse(BenchConfig, settings, "benchmark"))
 
 
-def parse_experiment(raw: Any, source: Path | None = None, extra_passes: tuple[PassSpec, ...] = ()) -> Experiment:
+def parse_experiment(raw: Any, source: Path | None = None, extra_passes: tuple = ()) -> Experiment:
     """Validate a loaded YAML document; `extra_passes` registers passes without a module (tests, notebooks)."""
-    where = f"{source}: " if source else ""
     try:
         return _parse(raw, source, extra_passes)
-    except ExperimentError as exc:
-        raise ExperimentError(f"{where}{exc}") from None
+    except InputError as exc:
+        raise ExperimentError(f"{source}: {exc}" if source else str(exc)) from None
 
 
-def _parse(raw: Any, source: Path | None, extra_passes: tuple[PassSpec, ...]) -> Experiment:
-    document = _mapping(raw, "(top level)", TOP_KEYS)
-    if "name" not in document:
-        raise ExperimentError("name: missing")
-    name = _string(document["name"], "name")
-    if not NAME_PATTERN.match(name):
-        raise ExperimentError(f"name: {name!r} must be letters, digits, '.', '_' or '-' (it names a directory)")
-    plugins = _string_list(document.get("plugins", []), "plugins")
+def _parse(raw: Any, source: Path | None, extra_passes: tuple) -> Experiment:
+    document = parse(ExperimentFile, raw)
     try:
-        registry = build_registry(plugins=plugins, extra=extra_passes)
-    except (ValueError, TypeError) as exc:
+        registry = build_registry(plugins=document.plugins, extra=extra_passes)
+    except InputError as exc:
         raise ExperimentError(str(exc) if str(exc).startswith("plugins") else f"plugins: {exc}") from None
-    passes_raw = document.get("passes", [])
-    if not isinstance(passes_raw, list):
-        raise ExperimentError(f"passes: expected a list, got {_type_name(passes_raw)}")
-    passes = tuple(_pass_entry(item, f"passes[{index}]", registry) for index, item in enumerate(passes_raw))
+    steps = tuple(_step(entry, f"passes[{index}]", registry) for index, entry in enumerate(document.passes))
     try:
-        check_order([entry.spec for entry in passes])
+        check_order([step.spec for step in steps])
     except ValueError as exc:
         raise ExperimentError(f"passes: {exc}") from None
-    suites_raw = document.get("suites", ["heldout"])
-    suite_names = _string_list(suites_raw, "suites")
-    if not suite_names:
-        raise ExperimentError("suites: name at least one suite")
     return Experiment(
-        name=name, source=source,
-        checkpoint=project_path(_string(document.get("checkpoint", DEFAULT_CHECKPOINT), "checkpoint")),
-        reference_dtype=_dtype(document.get("reference_dtype", "float32"), "reference_dtype"),
-        candidate_dtype=_dtype(document.get("candidate_dtype", "float16"), "candidate_dtype"),
-        batch_size=_integer(document.get("batch_size", 16), "batch_size", 1),
-        suites=tuple(resolve_suite(value, f"suites[{index}]") for index, value in enumerate(suite_names)),
-        passes=passes,
-        gates=_gate_set(document["gates"], "gates") if "gates" in document else GateSet(),
-        plugins=plugins,
-        benchmark=_benchmark(document["benchmark"], "benchmark") if "benchmark" in document else None,
-        output_dir=project_path(_string(document.get("output_dir", DEFAULT_OUTPUT_DIR), "output_dir")),
-        registry=registry,
-    )
+        name=document.name, source=source, checkpoint=checkpoint_path(document.checkpoint),
+        reference_dtype=document.reference_dtype, candidate_dtype=document.candidate_dtype,
+        batch_size=document.batch_size,
+        suites=tuple(suite_path(value, f"suites[{index}]") for index, value in enumerate(document.suites)),
+        steps=steps, gates=document.gates, plugins=document.plugins,
+        benchmark=None if document.benchmark is None else _benchmark(document.benchmark),
+        output_dir=Path(document.output_dir).expanduser(), registry=registry)
 
 
-def load_experiment(path: str | Path, extra_passes: tuple[PassSpec, ...] = ()) -> Experiment:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file {path} does not exist")
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate mapping keys (PyYAML would keep the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> Any:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExperimentError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise ExperimentError(f"{path}: invalid YAML ({exc})") from None
-    return parse_experiment(raw, path, extra_passes)
+
+
+def load_experiment(path: str | Path, extra_passes: tuple = ()) -> Experiment:
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentError(f"experiment file {path} does not exist")
+    return parse_experiment(read_yaml(path), path, extra_passes)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -348,18 +241,18 @@ def explain(experiment: Experiment) -> str:
         "stages (incremental = vs previous accepted stage, cumulative = vs the "
         f"{experiment.reference_dtype} reference):",
     ]
-    for index, (name, incremental, cumulative) in enumerate(experiment.stage_gates()):
+    for index, (step, incremental, cumulative) in enumerate(experiment.pipeline().plan()):
+        spec = step.spec
         if index == 0:
-            lines.append(f"  0. baseline  {experiment.candidate_dtype}, no pass  on_fail=stop")
+            lines.append(f"  0. baseline  {spec.name} to {experiment.candidate_dtype}  "
+                         f"{'exact' if step.is_exact else 'approximate'}  on_fail=stop")
         else:
-            entry = experiment.passes[index - 1]
-            spec = entry.spec
-            lines.append(f"  {index}. {name}  {'exact' if spec.exact else 'approximate'}  on_fail={entry.on_fail}  "
-                         f"replaces={_parts(spec.replaces)} captures={_parts(spec.captures)}  "
-                         f"[{experiment.registry.sources.get(name, '?')}]")
+            lines.append(f"  {index}. {step.name}  {'exact' if step.is_exact else 'approximate'}  "
+                         f"on_fail={step.on_fail}  replaces={_parts(spec.replaces)} captures={_parts(spec.captures)}"
+                         f"  [{experiment.registry.sources.get(spec.name, '?')}]")
             lines.append(f"       {spec.description}")
-            lines.append(f"       config: {config_to_dict(entry.config)}")
-            lines.append(f"       incremental gates: {_gates_line(incremental)}")
+            lines.append(f"       config: {to_plain(step.config)}")
+        lines.append(f"       incremental gates: {_gates_line(incremental)}")
         lines.append(f"       cumulative gates: {_gates_line(cumulative)}")
     lines.append("")
     plan = experiment.benchmark

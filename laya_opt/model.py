@@ -298,10 +298,3 @@ class LayaModel(nn.Module):
         hidden = nn.gelu(_linear_as(first, pooled, kernels.action_dtype))
         action = _linear_as(last, hidden, kernels.action_dtype).astype(mx.float32)
         return logits, action
-
-
-def count_parameters(model: nn.Module, include_buffers: bool = False) -> int:
-    from mlx.utils import tree_flatten
-
-    return sum(value.size for name, value in tree_flatten(model.parameters())
-               if include_buffers or name != "temperature")

@@ -1,31 +1,56 @@
-"""The pass contract: what every model-transform pass declares and how it is applied.
+"""The pass contract, and `apply_pass`, which owns the bookkeeping every pass used to repeat.
 
 A pass is a module in `passes/` exposing `PASS = PassSpec(...)`: a frozen config dataclass, an
-`apply(runtime, config) -> Runtime` that never mutates its input, whether it is exact, which runtime
-parts it replaces, and a one-line description. Ordering rules derive from `replaces`/`captures`:
-a pass that captures a part (compile captures model + kernels) must come after every pass that
-replaces one of those parts.
+`apply(runtime, config, data) -> (runtime, report)` that never mutates its input, whether it is
+exact, the runtime parts it replaces and captures, and the data it needs. `apply_pass` runs it and
+refuses a result that mutated the input, changed a part the pass did not declare, or touched the
+fields the pipeline owns (identity, applied, info); it then appends the pass to `identity` and
+`applied` and files the report under `info[name]`.
+
+Ordering derives from `replaces`/`captures`: a pass that captures a part (compile captures model +
+kernels) must come after every pass that replaces one of those parts.
+
+Data: `needs` maps a config field to the kind of data it names (today only "requests": a suite or
+workload whose (state, questions) pairs the pass reads, e.g. to plan shape buckets). Whoever runs
+the pass resolves the name and hands the data over in `data[field]`; passes never read the disk.
 """
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-RUNTIME_PARTS = frozenset({"model", "kernels", "forward", "planner", "preparer"})
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten
+
+from .errors import PassError
+from .runtime import Runtime
+from .schema import non_default, parse
+
+RUNTIME_PARTS = frozenset({"model", "codec", "encoder_config", "agent_config", "calibration", "dtype", "kernels",
+                           "preparer", "planner", "forward"})
+BOOKKEEPING = ("identity", "applied", "info")   # written by apply_pass only
+DATA_KINDS = ("requests",)
+NO_DATA = "none"
+
+# apply(runtime, config, data) -> (new runtime, report: plain data for stage records and report.md)
+ApplyFn = Callable[[Runtime, Any, Mapping[str, Any]], tuple[Runtime, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
 class PassSpec:
     name: str
     config_type: type
-    apply: Callable[[Any, Any], Any]   # (Runtime, config) -> Runtime
+    apply: ApplyFn
     exact: bool
     description: str
-    replaces: frozenset[str]           # runtime parts this pass swaps
-    captures: frozenset[str] = frozenset()  # parts frozen into what it builds (e.g. a compiled graph)
+    replaces: frozenset[str]                 # runtime parts this pass swaps
+    captures: frozenset[str] = frozenset()   # parts frozen into what it builds (e.g. a compiled graph)
+    needs: Mapping[str, str] = field(default_factory=dict)  # config field -> data kind
+    # precheck(model, config): what can be refused before anything runs (model may hold unevaluated weights)
+    precheck: Callable[[Any, Any], None] | None = None
 
     def __post_init__(self):
         for part in self.replaces | self.captures:
@@ -33,79 +58,19 @@ class PassSpec:
                 raise ValueError(f"pass {self.name}: unknown runtime part {part!r}; known: {sorted(RUNTIME_PARTS)}")
         if not dataclasses.is_dataclass(self.config_type) or not self.config_type.__dataclass_params__.frozen:
             raise TypeError(f"pass {self.name}: config_type must be a frozen dataclass")
+        fields = {f.name for f in dataclasses.fields(self.config_type)}
+        for name, kind in self.needs.items():
+            if name not in fields or kind not in DATA_KINDS:
+                raise ValueError(f"pass {self.name}: needs {name!r} -> {kind!r} must name a config field and one of "
+                                 f"{DATA_KINDS}")
 
     def make_config(self, values: Mapping[str, Any] | None = None, path: str = "") -> Any:
-        return config_from_mapping(self.config_type, values or {}, path or self.name)
+        return parse(self.config_type, values or {}, path or self.name)
 
-
-def _check_value(value: Any, annotation: Any, path: str) -> Any:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        errors = []
-        for option in args:
-            try:
-                return _check_value(value, option, path)
-            except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError(f"{path}: {value!r} does not match {annotation}")
-    if annotation is type(None):
-        if value is not None:
-            raise ValueError(f"{path}: expected null, got {value!r}")
-        return None
-    if origin is typing.Literal:
-        if value not in args:
-            raise ValueError(f"{path}: {value!r} is not one of {list(args)}")
-        return value
-    if origin in (tuple, list):
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{path}: expected a list, got {type(value).__name__}")
-        item_type = args[0] if args else Any
-        return tuple(_check_value(item, item_type, f"{path}[{i}]") for i, item in enumerate(value))
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{path}: expected true/false, got {value!r}")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{path}: expected an integer, got {value!r}")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{path}: expected a number, got {value!r}")
-        return float(value)
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{path}: expected a string, got {value!r}")
-        return value
-    raise TypeError(f"{path}: unsupported config annotation {annotation!r}")
-
-
-def config_from_mapping(config_type: type, values: Mapping[str, Any], path: str) -> Any:
-    """Build a frozen config dataclass from YAML values: unknown keys and wrong types name the key path.
-
-    Field types come from annotations (int, float, bool, str, Literal[...], tuple[T, ...], Optional);
-    the dataclass's own `__post_init__` checks values (ranges, combinations).
-    """
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{path}: expected a mapping of settings, got {type(values).__name__}")
-    hints = typing.get_type_hints(config_type)
-    fields = {f.name: f for f in dataclasses.fields(config_type)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(fields)}")
-    checked = {name: _check_value(value, hints[name], f"{path}.{name}") for name, value in values.items()}
-    try:
-        return config_type(**checked)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
-
-
-def config_to_dict(config: Any) -> dict:
-    return {f.name: (list(v) if isinstance(v := getattr(config, f.name), tuple) else v)
-            for f in dataclasses.fields(config)}
+    def data_names(self, config: Any) -> dict[str, tuple[str, str]]:
+        """config field -> (data kind, the name it gives) for every need the config actually uses."""
+        return {name: (kind, getattr(config, name)) for name, kind in self.needs.items()
+                if getattr(config, name) not in (None, NO_DATA)}
 
 
 def check_order(specs: list[PassSpec]) -> None:
@@ -118,3 +83,71 @@ def check_order(specs: list[PassSpec]) -> None:
                                  f"move {captured[part]!r} after {spec.name!r}")
         for part in spec.captures:
             captured.setdefault(part, spec.name)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Mutation checks
+
+
+def parameter_fingerprint(model) -> str:
+    """Names, shapes, dtypes, object ids and two cheap value sums of every parameter array."""
+    flat = tree_flatten(model.parameters())
+    digest = hashlib.sha256()
+    for name, value in flat:
+        digest.update(f"{name}|{value.shape}|{value.dtype}|{id(value)}|".encode())
+    if flat:
+        # Sum and absolute sum catch writes through `array[...] = ...`, which keep the Python object.
+        sums = mx.stack([mx.stack([mx.sum(v.astype(mx.float32)), mx.sum(mx.abs(v.astype(mx.float32)))])
+                         for _, v in flat])
+        digest.update(np.array(sums).tobytes())
+    return digest.hexdigest()
+
+
+def runtime_fingerprint(runtime: Runtime) -> dict[str, str]:
+    """Per field: the object id, plus the parameter fingerprint of the model and a snapshot of `info`."""
+    prints = {f.name: str(id(getattr(runtime, f.name))) for f in dataclasses.fields(runtime)}
+    prints["model.parameters"] = parameter_fingerprint(runtime.model)
+    prints["info.items"] = repr(sorted((str(key), id(value)) for key, value in runtime.info.items()))
+    return prints
+
+
+def fingerprint_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return [name for name in before if before[name] != after.get(name)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Applying a pass
+
+
+def identity_suffix(spec: PassSpec, config: Any) -> str:
+    settings = non_default(config)
+    return spec.name + ("(" + ",".join(f"{key}={value}" for key, value in settings.items()) + ")" if settings else "")
+
+
+def apply_pass(spec: PassSpec, runtime: Runtime, config: Any, data: Mapping[str, Any] | None = None) -> Runtime:
+    """Run one pass under its contract; every breach is a PassError naming the pass."""
+    if not isinstance(config, spec.config_type):
+        raise TypeError(f"pass {spec.name}: config must be a {spec.config_type.__name__}, got {type(config).__name__}")
+    data = dict(data or {})
+    missing = [name for name in spec.data_names(config) if name not in data]
+    if missing:
+        raise PassError(f"pass {spec.name!r} needs data for {', '.join(missing)} (resolve the names first)")
+    before = runtime_fingerprint(runtime)
+    result = spec.apply(runtime, config, data)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Runtime)
+            and isinstance(result[1], Mapping)):
+        raise PassError(f"pass {spec.name!r} returned {type(result).__name__}, not (Runtime, report mapping)")
+    child, report = result
+    changed = fingerprint_changes(before, runtime_fingerprint(runtime))
+    if changed:
+        raise PassError(f"pass {spec.name!r} mutated its input runtime (changed: {', '.join(changed)})")
+    owned = [name for name in BOOKKEEPING if getattr(child, name) is not getattr(runtime, name)]
+    if owned:
+        raise PassError(f"pass {spec.name!r} wrote {', '.join(owned)}, which apply_pass owns; return a report instead")
+    undeclared = sorted(part for part in RUNTIME_PARTS - spec.replaces
+                        if getattr(child, part) is not getattr(runtime, part))
+    if undeclared:
+        raise PassError(f"pass {spec.name!r} changed {', '.join(undeclared)} without declaring it in replaces "
+                        f"({', '.join(sorted(spec.replaces)) or 'nothing'})")
+    return child.replace(identity=f"{runtime.identity}+{identity_suffix(spec, config)}",
+                         applied=runtime.applied + (spec.name,), info={**runtime.info, spec.name: dict(report)})

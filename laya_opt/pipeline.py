@@ -1,58 +1,53 @@
-"""Ordered passes, each gated twice by the fidelity checker: vs the previous accepted stage and vs FP32.
+"""Ordered passes, each gated twice by the fidelity checker: vs the previous accepted stage and vs the reference.
 
-A researcher's pipeline in a few lines::
-
-    from fidelity.suites import load_suite
-    from laya_opt.pipeline import Pipeline
-    from laya_opt.registry import get_pass
-    from laya_opt.runtime import load_runtime
-
-    reference = load_runtime("checkpoints/laya-tiny", "float32")
-    candidate = load_runtime("checkpoints/laya-tiny", "float16")
-    suite = load_suite("fidelity/suites/heldout.jsonl")
-    result = Pipeline([(get_pass("head_prune_final"), {}, "reject"),
-                       (get_pass("compile_buckets"), {"multiple": 16}, "stop")]).run(reference, candidate, suite)
-    for stage in result.stages:
-        print(stage.name, stage.verdict, stage.cumulative.metrics["max_abs_dp"])
-    fast = result.final_runtime
-
-Stage 0 (`baseline`) is the candidate dtype with no pass, gated cumulatively. A failed gate either
-rejects the pass (the next pass starts from its parent) or stops the run; a pass that raises or that
-mutates its input runtime ends the run with `PipelineError` (no partial result is returned).
+Stage 0 (`baseline`) is a step like the others: the `cast_dtype` pass turns the reference into the
+candidate dtype. A failed gate either rejects the pass (the next pass starts from its parent) or
+stops the run; a pass that raises or breaks its contract ends the run with `PipelineError`.
+Passes that need data (a suite to plan buckets from) get it from `resolve_data`; they never read
+the disk. The public API (`laya_opt.run_pipeline`) wraps this module.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import mlx.core as mx
-import numpy as np
 from mlx.utils import tree_flatten
 
-from fidelity.checker import Outputs, evaluate, requests_from_suite
-from fidelity.gates import Gate, GateResult, check_gates, default_gates
-from fidelity.metrics import FidelityReport, compare
-
 from .checkpoint import dtype_name
-from .passes_api import PassSpec, check_order, config_to_dict
+from .errors import InputError, PassError
+from .fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
+from .fidelity.gates import Gate, GateResult, check_gates, default_gates
+from .fidelity.metrics import FidelityReport, compare
+from .fidelity.workloads import named_requests
+from .passes_api import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
+from .registry import get_pass
 from .runtime import Runtime
+from .schema import checked, to_plain
 
 OnFail = Literal["reject", "stop"]
 ON_FAIL_CHOICES = ("reject", "stop")
 Verdict = Literal["accepted", "rejected", "stopped", "error"]
 BASELINE = "baseline"
-EVALUATION_REPEAT = 2  # every evaluation runs twice so the `deterministic` metric is measured
+EVALUATION_REPEAT = 2  # every candidate evaluation runs twice so the `deterministic` metric is measured
+# resolve_data(kind, name) -> the data a pass needs (kind "requests": (state, questions) pairs)
+DataResolver = Callable[[str, str], Any]
 
 
-class PipelineError(RuntimeError):
-    """A pass raised or mutated its input: the run ends and `partial` holds the stages up to the failure."""
+class PipelineError(PassError):
+    """A pass raised or broke its contract: the run ends and `partial` holds the stages up to the failure."""
 
     def __init__(self, message: str, partial: "PipelineResult"):
         super().__init__(message)
         self.partial = partial
+
+
+def default_resolver(kind: str, name: str) -> Any:
+    if kind != "requests":
+        raise InputError(f"unknown data kind {kind!r}")
+    return named_requests(name)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -60,6 +55,7 @@ class PipelineError(RuntimeError):
 
 
 @dataclass(frozen=True)
+@checked
 class GateSet:
     """Gate overrides for one comparison each; None keeps `fidelity.gates.default_gates`.
 
@@ -80,7 +76,7 @@ def merge_gates(base: Sequence[Gate], overrides: Sequence[Gate] | None) -> tuple
 
 
 def resolve_gates(comparison: str, exact: bool, candidate_dtype: str, *layers: GateSet) -> tuple[Gate, ...]:
-    """Defaults for (exact, dtype, comparison), then each override layer in order (pipeline, then pass)."""
+    """Defaults for (exact, dtype, comparison), then each override layer in order (pipeline, then step)."""
     gates = tuple(default_gates(exact, candidate_dtype, comparison))
     for layer in layers:
         gates = merge_gates(gates, getattr(layer, comparison))
@@ -88,7 +84,7 @@ def resolve_gates(comparison: str, exact: bool, candidate_dtype: str, *layers: G
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Steps and results
+# Steps
 
 
 @dataclass(frozen=True)
@@ -97,6 +93,8 @@ class Step:
     config: Any                      # an instance of spec.config_type
     on_fail: OnFail = "stop"
     gates: GateSet = GateSet()
+    label: str = ""                  # stage name; the pass name when empty
+    exact: bool | None = None        # None: the pass's own declaration
 
     def __post_init__(self):
         if self.on_fail not in ON_FAIL_CHOICES:
@@ -105,37 +103,71 @@ class Step:
             raise TypeError(f"pass {self.spec.name}: config must be a {self.spec.config_type.__name__}, "
                             f"got {type(self.config).__name__}")
 
+    @property
+    def name(self) -> str:
+        return self.label or self.spec.name
 
-def as_step(item: Step | PassSpec | tuple) -> Step:
-    """Accept a Step, a bare PassSpec, or (spec, config[, on_fail[, gates]]) with config a mapping or instance."""
+    @property
+    def is_exact(self) -> bool:
+        return self.spec.exact if self.exact is None else self.exact
+
+
+def as_step(item: Step | PassSpec | tuple | Any) -> Step:
+    """A Step, a PassSpec, a config instance, or (spec, config[, on_fail[, gates]]) with config a mapping."""
     if isinstance(item, Step):
         return item
     if isinstance(item, PassSpec):
         item = (item,)
-    if not isinstance(item, tuple) or not 1 <= len(item) <= 4 or not isinstance(item[0], PassSpec):
-        raise TypeError(f"a pipeline step must be a Step, a PassSpec or (PassSpec, config, on_fail), got {item!r}")
+    if not isinstance(item, tuple):
+        from .registry import build_registry
+
+        return Step(build_registry().for_config(item), item)
+    if not 1 <= len(item) <= 4 or not isinstance(item[0], PassSpec):
+        raise TypeError(f"a pipeline step must be a Step, a PassSpec, a pass config or (PassSpec, config, on_fail), "
+                        f"got {item!r}")
     spec, config, rest = item[0], item[1] if len(item) > 1 else None, item[2:]
     if config is None or isinstance(config, Mapping):
         config = spec.make_config(config or {})
     return Step(spec, config, *rest)
 
 
+def baseline_step(candidate_dtype: str, reference_dtype: str) -> Step:
+    """Stage 0: cast the reference to the candidate dtype; exact only when the dtype stays."""
+    spec = get_pass("cast_dtype")
+    return Step(spec, spec.make_config({"dtype": candidate_dtype}), on_fail="stop", label=BASELINE,
+                exact=candidate_dtype == reference_dtype)
+
+
+def stage_gates(step: Step, chain_exact: bool, candidate_dtype: str, pipeline_gates: GateSet
+                ) -> tuple[tuple[Gate, ...], tuple[Gate, ...]]:
+    """(incremental, cumulative) gates of one step; `chain_exact`: every accepted stage before it was exact.
+
+    The one place the exactness chain turns into gates: `Pipeline.run` and `explain` both call it.
+    """
+    return (resolve_gates("incremental", step.is_exact, candidate_dtype, pipeline_gates, step.gates),
+            resolve_gates("cumulative", chain_exact and step.is_exact, candidate_dtype, pipeline_gates, step.gates))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Results
+
+
 @dataclass(frozen=True, eq=False)  # holds numpy arrays and runtimes: compare fields, not objects
 class StageResult:
     index: int                                   # 0 is the baseline
-    name: str                                    # pass name or "baseline"
+    name: str                                    # step label: "baseline" or the pass name
     config: dict
     exact: bool
     on_fail: OnFail
     verdict: Verdict
-    incremental: FidelityReport | None           # vs the previous accepted stage (None for the baseline)
-    cumulative: FidelityReport | None            # vs the FP32 reference outputs
+    incremental: FidelityReport | None           # vs the previous accepted stage (the reference for stage 0)
+    cumulative: FidelityReport | None            # vs the reference outputs
     incremental_gates: tuple[GateResult, ...]
     cumulative_gates: tuple[GateResult, ...]
-    pass_info: dict                              # what the pass added or changed in runtime.info
+    report: dict                                 # what the pass reported (runtime.info[pass name])
     apply_s: float
     evaluate_s: float
-    parent: int | None                           # index of the stage this one was applied to
+    parent: int | None                           # index of the stage this one was applied to (None: the reference)
     applied: tuple[str, ...] = ()
     identity: str = ""
     error: str | None = None
@@ -164,7 +196,7 @@ class PipelineResult:
     stages: tuple[StageResult, ...]
     reference_outputs: Outputs | None = field(compare=False, repr=False)
     final_runtime: Runtime | None = field(compare=False, repr=False)
-    planned: tuple[str, ...] = ()                # every pass name in the plan, including those never reached
+    planned: tuple[str, ...] = ()                # every stage name in the plan, including those never reached
 
     @property
     def gates_failed(self) -> bool:
@@ -186,50 +218,10 @@ class PipelineResult:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Mutation checks
+# Requests and the reference
 
 
-def parameter_fingerprint(model) -> str:
-    """Names, shapes, dtypes, object ids and two cheap value sums of every parameter array."""
-    flat = tree_flatten(model.parameters())
-    digest = hashlib.sha256()
-    for name, value in flat:
-        digest.update(f"{name}|{value.shape}|{value.dtype}|{id(value)}|".encode())
-    if flat:
-        # Sum and absolute sum catch writes through `array[...] = ...`, which keep the Python object.
-        sums = mx.stack([mx.stack([mx.sum(v.astype(mx.float32)), mx.sum(mx.abs(v.astype(mx.float32)))])
-                         for _, v in flat])
-        digest.update(np.array(sums).tobytes())
-    return digest.hexdigest()
-
-
-def runtime_fingerprint(runtime: Runtime) -> dict[str, str]:
-    """Per field: the object id, plus the parameter fingerprint of the model and a snapshot of `info`.
-
-    A pass that swaps a field on its input (object.__setattr__), replaces a module in place or writes a
-    weight array in place changes one of these.
-    """
-    prints = {f.name: str(id(getattr(runtime, f.name))) for f in dataclasses.fields(runtime)}
-    prints["model.parameters"] = parameter_fingerprint(runtime.model)
-    prints["info.items"] = repr(sorted((str(key), id(value)) for key, value in runtime.info.items()))
-    return prints
-
-
-def fingerprint_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    return [name for name in before if before[name] != after.get(name)]
-
-
-def info_added(parent: Runtime, child: Runtime) -> dict:
-    """Report data a pass left in `runtime.info`: keys that are new or whose value object changed."""
-    return {key: value for key, value in child.info.items()
-            if key not in parent.info or parent.info[key] is not value}
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Requests
-
-
-def suite_requests(suites: Sequence) -> tuple:
+def suite_requests(suites: Sequence) -> tuple[EvalRequest, ...]:
     """Evaluation requests of every suite; record ids are prefixed by the suite name when several are used."""
     requests = []
     for suite in suites:
@@ -239,123 +231,130 @@ def suite_requests(suites: Sequence) -> tuple:
     return tuple(requests)
 
 
+def as_requests(requests: Any) -> tuple[EvalRequest, ...]:
+    """A Suite, a list of Suites, or EvalRequests."""
+    if hasattr(requests, "records"):
+        return suite_requests([requests])
+    requests = tuple(requests)
+    if requests and all(hasattr(item, "records") for item in requests):
+        return suite_requests(requests)
+    return requests
+
+
+def check_reference(reference: Runtime, declared_dtype: str | None = None) -> None:
+    """The reference is what it says: every floating weight in its dtype, and that dtype the declared one."""
+    actual = dtype_name(reference.dtype)
+    if declared_dtype is not None and actual != declared_dtype:
+        raise InputError(f"the reference runtime is {actual}, but the run declares a {declared_dtype} reference")
+    wrong = [name for name, value in tree_flatten(reference.model.parameters())
+             if mx.issubdtype(value.dtype, mx.floating) and value.dtype != reference.dtype]
+    if wrong:
+        raise InputError(f"the {actual} reference holds weights in another dtype: {', '.join(wrong[:3])}"
+                         f"{' ...' if len(wrong) > 3 else ''}")
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The pipeline
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    steps: tuple[Step, ...]
+    steps: tuple[Step, ...]          # baseline first
     gates: GateSet = GateSet()
     repeat: int = EVALUATION_REPEAT
+    resolve_data: DataResolver = default_resolver
 
-    def __init__(self, steps: Sequence[Step | PassSpec | tuple] = (), gates: GateSet = GateSet(),
-                 repeat: int = EVALUATION_REPEAT):
-        object.__setattr__(self, "steps", tuple(as_step(item) for item in steps))
+    def __init__(self, steps: Sequence[Any] = (), gates: GateSet = GateSet(), candidate_dtype: str = "float16",
+                 reference_dtype: str = "float32", repeat: int = EVALUATION_REPEAT,
+                 resolve_data: DataResolver = default_resolver):
+        steps = tuple(as_step(item) for item in steps)
+        if not steps or steps[0].spec.name != "cast_dtype":
+            steps = (baseline_step(candidate_dtype, reference_dtype),) + steps
+        check_order([step.spec for step in steps])  # refuse an illegal plan before anything runs
+        object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "gates", gates)
         object.__setattr__(self, "repeat", repeat)
-        check_order([step.spec for step in self.steps])  # refuse an illegal plan before anything runs
+        object.__setattr__(self, "resolve_data", resolve_data)
 
-    def gates_for(self, step: Step | None, comparison: str, exact: bool, candidate_dtype: str) -> tuple[Gate, ...]:
-        layers = (self.gates,) if step is None else (self.gates, step.gates)
-        return resolve_gates(comparison, exact, candidate_dtype, *layers)
+    @property
+    def candidate_dtype(self) -> str:
+        return self.steps[0].config.dtype
 
-    def run(self, reference: Runtime, candidate: Runtime, requests: Sequence, progress=None) -> PipelineResult:
-        """Evaluate the reference once, gate the baseline, then apply, check and gate every step in order.
+    def plan(self) -> list[tuple[Step, tuple[Gate, ...], tuple[Gate, ...]]]:
+        """Every step with its gates, assuming every earlier stage is accepted (what `explain` shows)."""
+        rows, chain = [], True
+        for step in self.steps:
+            rows.append((step, *stage_gates(step, chain, self.candidate_dtype, self.gates)))
+            chain = chain and step.is_exact
+        return rows
 
-        `requests` is a Suite, a list of Suites, or checker EvalRequests.
-        `progress(message)` is called before each evaluation, for console feedback.
+    def step_data(self, step: Step) -> dict[str, Any]:
+        return {field_name: self.resolve_data(kind, name)
+                for field_name, (kind, name) in step.spec.data_names(step.config).items()}
+
+    def run(self, reference: Runtime, requests: Any, progress: Callable[[str], None] | None = None,
+            reference_dtype: str | None = None) -> PipelineResult:
+        """Evaluate the reference once, then apply, check and gate every step in order.
+
+        `requests` is a Suite, a list of Suites, or checker EvalRequests; `progress(message)` is called
+        before each evaluation; `reference_dtype`, when given, must be the reference's actual dtype.
         """
         say = progress or (lambda message: None)
-        check_order([step.spec for step in self.steps])
-        if hasattr(requests, "records"):  # a Suite
-            requests = suite_requests([requests])
-        elif requests and all(hasattr(item, "records") for item in requests):
-            requests = suite_requests(list(requests))
-        planned = tuple(step.spec.name for step in self.steps)
+        check_reference(reference, reference_dtype)
+        requests = as_requests(requests)
+        planned = tuple(step.name for step in self.steps)
         reference_print = runtime_fingerprint(reference)
         say("evaluating the reference")
         # Gates read determinism from the candidate side only, so the reference is evaluated once.
         reference_outputs = evaluate(reference, requests, repeat=1)
-        candidate_dtype = dtype_name(candidate.dtype)
-
-        say("evaluating stage 0 (baseline)")
-        started = time.perf_counter()
-        baseline_exact = candidate_dtype == dtype_name(reference.dtype)  # a dtype change is an approximation
-        baseline_outputs = evaluate(candidate, requests, repeat=self.repeat)
-        baseline_report = compare(reference_outputs, baseline_outputs)
-        baseline_gates = tuple(check_gates(baseline_report.metrics,
-                                           self.gates_for(None, "cumulative", baseline_exact, candidate_dtype)))
-        passed = all(result.passed for result in baseline_gates)
-        stages = [StageResult(index=0, name=BASELINE, config={"dtype": candidate_dtype}, exact=baseline_exact,
-                              on_fail="stop", verdict="accepted" if passed else "stopped", incremental=None,
-                              cumulative=baseline_report, incremental_gates=(), cumulative_gates=baseline_gates,
-                              pass_info={}, apply_s=0.0, evaluate_s=time.perf_counter() - started, parent=None,
-                              applied=candidate.applied, identity=candidate.identity,
-                              runtime=candidate if passed else None)]
-        current, current_outputs, current_index = candidate, baseline_outputs, 0
-        all_exact = baseline_exact
-
-        for index, step in enumerate(self.steps if passed else (), start=1):
-            say(f"stage {index}: applying {step.spec.name}")
+        stages: list[StageResult] = []
+        current, current_outputs, current_index, chain = reference, reference_outputs, None, True
+        for index, step in enumerate(self.steps):
+            say(f"stage {index}: applying {step.name}")
             child, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs, planned)
-            say(f"stage {index}: evaluating {step.spec.name}")
+            say(f"stage {index}: evaluating {step.name}")
             started = time.perf_counter()
             outputs = evaluate(child, requests, repeat=self.repeat)
-            incremental = compare(current_outputs, outputs)
             cumulative = compare(reference_outputs, outputs)
-            exact_so_far = all_exact and step.spec.exact
-            incremental_gates = tuple(check_gates(incremental.metrics, self.gates_for(
-                step, "incremental", step.spec.exact, candidate_dtype)))
-            cumulative_gates = tuple(check_gates(cumulative.metrics, self.gates_for(
-                step, "cumulative", exact_so_far, candidate_dtype)))
+            incremental = cumulative if current is reference else compare(current_outputs, outputs)
+            incremental_gates, cumulative_gates = (
+                tuple(check_gates(report.metrics, gates)) for report, gates in
+                zip((incremental, cumulative), stage_gates(step, chain, self.candidate_dtype, self.gates)))
             ok = all(result.passed for result in incremental_gates + cumulative_gates)
             verdict: Verdict = "accepted" if ok else ("rejected" if step.on_fail == "reject" else "stopped")
             stages.append(StageResult(
-                index=index, name=step.spec.name, config=config_to_dict(step.config), exact=step.spec.exact,
+                index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
                 on_fail=step.on_fail, verdict=verdict, incremental=incremental, cumulative=cumulative,
                 incremental_gates=incremental_gates, cumulative_gates=cumulative_gates,
-                pass_info=info_added(current, child), apply_s=apply_s, evaluate_s=time.perf_counter() - started,
-                parent=current_index, applied=child.applied, identity=child.identity,
-                runtime=child if ok else None))
+                report=dict(child.info.get(step.spec.name, {})), apply_s=apply_s,
+                evaluate_s=time.perf_counter() - started, parent=current_index, applied=child.applied,
+                identity=child.identity, runtime=child if ok else None))
             if ok:
-                current, current_outputs, current_index, all_exact = child, outputs, index, exact_so_far
+                current, current_outputs, current_index, chain = child, outputs, index, chain and step.is_exact
             elif verdict == "stopped":
                 break
-
         changed = fingerprint_changes(reference_print, runtime_fingerprint(reference))
         if changed:
             partial = PipelineResult(tuple(stages), reference_outputs, None, planned)
             raise PipelineError(f"the reference runtime was mutated during the run (changed: {', '.join(changed)})",
                                 partial)
-        return PipelineResult(stages=tuple(stages), reference_outputs=reference_outputs, final_runtime=current,
+        final = current if current is not reference else None
+        return PipelineResult(stages=tuple(stages), reference_outputs=reference_outputs, final_runtime=final,
                               planned=planned)
 
-    def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int, stages: list,
+    def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int | None, stages: list,
                reference_outputs: Outputs, planned: tuple[str, ...]) -> tuple[Runtime, float]:
-        """Apply one pass; raising or mutating the input becomes an `error` stage and a PipelineError."""
-        before = runtime_fingerprint(parent)
+        """Apply one step; raising or breaking the contract becomes an `error` stage and a PipelineError."""
         started = time.perf_counter()
         try:
-            child = step.spec.apply(parent, step.config)
-            problem = None if isinstance(child, Runtime) else \
-                f"returned {type(child).__name__}, not a Runtime"
+            return apply_pass(step.spec, parent, step.config, self.step_data(step)), time.perf_counter() - started
         except Exception as exc:  # the pass's own failure: reported as a stage, then the run ends
-            child, problem = None, f"raised {type(exc).__name__}: {exc}"
+            problem = str(exc) if isinstance(exc, PassError) else f"raised {type(exc).__name__}: {exc}"
             cause = exc
-        else:
-            cause = None
-        apply_s = time.perf_counter() - started
-        if problem is None:
-            changed = fingerprint_changes(before, runtime_fingerprint(parent))
-            if changed:
-                problem = f"mutated its input runtime (changed: {', '.join(changed)})"
-        if problem is None:
-            return child, apply_s
-        message = f"pass {step.spec.name!r} (stage {index}) {problem}"
+        message = problem if problem.startswith("pass ") else f"pass {step.spec.name!r} (stage {index}) {problem}"
         stages.append(StageResult(
-            index=index, name=step.spec.name, config=config_to_dict(step.config), exact=step.spec.exact,
+            index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
             on_fail=step.on_fail, verdict="error", incremental=None, cumulative=None, incremental_gates=(),
-            cumulative_gates=(), pass_info={}, apply_s=apply_s, evaluate_s=0.0, parent=parent_index,
-            error=message))
+            cumulative_gates=(), report={}, apply_s=time.perf_counter() - started, evaluate_s=0.0,
+            parent=parent_index, error=message))
         raise PipelineError(message, PipelineResult(tuple(stages), reference_outputs, None, planned)) from cause

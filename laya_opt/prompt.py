@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .errors import QuestionError
+
 if TYPE_CHECKING:
     from .tokens import TextCodec
 
 QTYPES = ("choice", "score", "noul")
+QUESTION_FIELDS = ("type", "instructions", "criteria", "labels")
 
 OPTION_TOKEN_CAP = 48          # option text tokens kept per option, marker excluded (§7.3 step 2)
 HEAD_OPTION_SLACK = 16         # below this many spare head tokens the options are squeezed (step 4)
@@ -60,6 +63,11 @@ class QuestionSpec:
     @property
     def header(self) -> str:
         return f"{self.type_name} question: {self.instructions}"
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...]]:
+        """What makes two questions the same to the model: type, rendered instructions and options."""
+        return self.type_name, self.instructions, self.option_texts
 
     @property
     def option_count(self) -> int:
@@ -130,8 +138,8 @@ def clean_mask_literals(text: str, mask_token: str) -> str:
 # Validation (§6)
 
 
-def _fail(qid: Any, message: str) -> ValueError:
-    return ValueError(f"question {qid!r}: {message}")
+def _fail(qid: Any, message: str) -> QuestionError:
+    return QuestionError(f"question {qid!r}: {message}")
 
 
 def _render_for(qid: Any, what: str, value: Any) -> str:
@@ -284,6 +292,9 @@ def validate_question(qid: Any, definition: Any) -> QuestionSpec:
     """Validate one question definition (§6) and render its texts (§7.1)."""
     if not isinstance(definition, Mapping):
         raise _fail(qid, f"definition must be a dict, got {type(definition).__name__}")
+    unknown = [str(key) for key in definition if key not in QUESTION_FIELDS]
+    if unknown:  # a misspelt field (e.g. "lables") would otherwise change the answer silently
+        raise _fail(qid, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(QUESTION_FIELDS)}")
     type_name = _check_type(qid, definition)
     instructions = _render_instructions(qid, definition)
     labels = definition.get("labels")

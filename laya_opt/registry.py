@@ -1,31 +1,27 @@
-"""Which passes exist: the built-in modules, the `laya_opt.passes` entry points, and explicit YAML plugins.
+"""Which passes exist: every module of `laya_opt.passes`, the `laya_opt.passes` entry points, explicit plugins.
 
-Nothing is imported because a YAML file names it, except modules listed under `plugins:`; a pass name
-in YAML only selects among passes that are already registered.
+Built-ins are discovered, not listed: a new module in passes/ exposing `PASS` is registered. Nothing is
+imported because a YAML file names it, except modules listed under `plugins:`.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
+from .errors import InputError
 from .passes_api import PassSpec
 
-BUILTIN_MODULES = (
-    "passes.compile_buckets",
-    "passes.length_sorted_batching",
-    "passes.head_prune_final",
-    "passes.local_window_attention",
-    "passes.quantize_encoder",
-)
 ENTRY_POINT_GROUP = "laya_opt.passes"
 
 
-class UnknownPass(LookupError):
-    """A pass name nobody registered (LookupError, not KeyError, so the message prints unquoted)."""
+class UnknownPass(InputError, LookupError):
+    """A pass name nobody registered."""
+
+    def __str__(self) -> str:  # LookupError would quote the message like a KeyError
+        return self.args[0]
 
 
 @dataclass(frozen=True)
@@ -41,38 +37,26 @@ class Registry:
 
     def get(self, name: str) -> PassSpec:
         if name not in self.passes:
-            known = ", ".join(self.names) or "(none registered)"
-            raise UnknownPass(f"unknown pass {name!r}; known passes: {known}")
+            raise UnknownPass(f"unknown pass {name!r}; known passes: {', '.join(self.names) or '(none registered)'}")
         return self.passes[name]
 
-
-def _module_exists(module_name: str) -> bool:
-    # Only a missing module (or missing parent package) is tolerated; errors inside an existing one propagate.
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            return False
-        raise
+    def for_config(self, config: Any) -> PassSpec:
+        """The one pass whose config type `config` is (torchao style: one config type, one transform)."""
+        for spec in self.passes.values():
+            if type(config) is spec.config_type:
+                return spec
+        raise UnknownPass(f"no registered pass takes a {type(config).__name__} config")
 
 
 def specs_of_module(module: ModuleType, source: str) -> list[PassSpec]:
     """A pass module exposes `PASS` (one spec) or `PASSES` (several)."""
-    specs = []
-    if hasattr(module, "PASS"):
-        specs.append(module.PASS)
-    specs.extend(getattr(module, "PASSES", ()))
+    specs = ([module.PASS] if hasattr(module, "PASS") else []) + list(getattr(module, "PASSES", ()))
     if not specs:
-        raise ValueError(f"{source}: module {module.__name__!r} defines neither PASS nor PASSES")
+        raise InputError(f"{source}: module {module.__name__!r} defines neither PASS nor PASSES")
     for spec in specs:
         if not isinstance(spec, PassSpec):
-            raise TypeError(f"{source}: {module.__name__!r} exposes {spec!r}, which is not a PassSpec")
+            raise InputError(f"{source}: {module.__name__!r} exposes {spec!r}, which is not a PassSpec")
     return specs
-
-
-def builtin_modules() -> list[ModuleType]:
-    """Import the built-in pass modules that exist; one that exists but fails to import raises."""
-    return [importlib.import_module(name) for name in BUILTIN_MODULES if _module_exists(name)]
 
 
 def entry_point_specs() -> list[tuple[PassSpec, str]]:
@@ -83,38 +67,40 @@ def entry_point_specs() -> list[tuple[PassSpec, str]]:
         specs = specs_of_module(loaded, source) if isinstance(loaded, ModuleType) else [loaded]
         for spec in specs:
             if not isinstance(spec, PassSpec):
-                raise TypeError(f"{source} does not point at a PassSpec or a pass module, got {spec!r}")
+                raise InputError(f"{source} does not point at a PassSpec or a pass module, got {spec!r}")
             found.append((spec, source))
     return found
 
 
 def import_plugin(module_name: str, path: str = "plugins") -> ModuleType:
     if not isinstance(module_name, str) or not module_name.replace(".", "").replace("_", "").isalnum():
-        raise ValueError(f"{path}: {module_name!r} is not a dotted module path")
+        raise InputError(f"{path}: {module_name!r} is not a dotted module path")
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise ValueError(f"{path}: plugin module {module_name!r} not found") from None
+            raise InputError(f"{path}: plugin module {module_name!r} not found") from None
         raise
 
 
 def build_registry(plugins: Iterable[str] = (), extra: Iterable[PassSpec] = (),
                    include_entry_points: bool = True) -> Registry:
-    """Built-ins, then entry points, then YAML plugin modules, then `extra` specs (for tests and notebooks).
+    """Built-ins, then entry points, then plugin modules, then `extra` specs (for tests and notebooks).
 
     Two sources registering the same name is an error naming both: a silent override would make the
     YAML mean different things on different machines.
     """
+    from . import passes as builtin
+
     passes: dict[str, PassSpec] = {}
     sources: dict[str, str] = {}
 
     def add(spec: PassSpec, source: str) -> None:
         if spec.name in passes and passes[spec.name] is not spec:
-            raise ValueError(f"pass {spec.name!r} is registered twice: by {sources[spec.name]} and by {source}")
+            raise InputError(f"pass {spec.name!r} is registered twice: by {sources[spec.name]} and by {source}")
         passes[spec.name], sources[spec.name] = spec, source
 
-    for module in builtin_modules():
+    for module in builtin.pass_modules():
         for spec in specs_of_module(module, module.__name__):
             add(spec, module.__name__)
     if include_entry_points:

@@ -1,9 +1,9 @@
 """Run an experiment: load its inputs, run the pipeline and benchmark, write the results directory.
 
-A results directory `<output_dir>/<name>-<UTC timestamp>/` holds manifest.json, stages.jsonl,
-report.md and timings.json. It is built in a hidden temp dir beside the target and renamed into place
-at the end; any exception (a pass raising included) removes the temp dir, so a directory with the
-final name is always complete.
+A results directory `<output_dir>/<name>-<UTC timestamp>[-N]/` holds manifest.json, stages.jsonl,
+report.md and timings.json. It is built in a hidden staging dir beside the target and renamed into
+place at the end, under the first free name, so two runs never collide; any exception (a pass raising
+included) removes the staging dir, so a directory with a final name is always complete.
 """
 from __future__ import annotations
 
@@ -22,17 +22,20 @@ import mlx.core as mx
 
 from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_digest
 from .checkpoint import file_sha256, resolve_checkpoint_dir
-from .experiment import PROJECT_ROOT, SUITES_DIR, Experiment, ExperimentError
+from .errors import ExperimentError
+from .experiment import Experiment
+from .fidelity.suites import load_suite
+from .fidelity.workloads import build_workload
 from .pipeline import PipelineResult, suite_requests
-from .quantization import coverage_summary, stage_coverage
-from .report import (REFERENCE_LABEL, ReportRow, console_table, plain, render_report, stage_label, stage_record,
-                     stage_row)
+from .report import (REFERENCE_LABEL, ReportRow, console_table, latency_records, plain, render_report,
+                     row_from_record, stage_label, stage_record)
+from .runtime import Runtime, load_runtime
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Manifest facts
+SOURCE_DIR = Path(__file__).resolve().parent
 
 
-def git_state(root: Path = PROJECT_ROOT) -> dict:
+def git_state(root: Path = SOURCE_DIR) -> dict:
+    """The revision of the laya-opt source that ran (not of the working directory)."""
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
@@ -45,16 +48,13 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     return {"revision": revision, "dirty": bool(status)}
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Running
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     results_dir: Path
     pipeline: PipelineResult
     bench: BenchResult | None
     rows: tuple[ReportRow, ...]
+    records: tuple[dict, ...]
     workloads: tuple[str, ...]
     allow_failed_gates: bool
 
@@ -94,12 +94,9 @@ class RunInputs:
 
 def load_inputs(experiment: Experiment, bench: bool = True, requests: int | None = None) -> RunInputs:
     """Checkpoint files, suites and workloads; problems are ExperimentErrors naming the key path."""
-    from fidelity.suites import load_suite
-    from fidelity.workloads import build_workload
-
     try:
         checkpoint_dir = resolve_checkpoint_dir(experiment.checkpoint)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise ExperimentError(f"checkpoint: {exc}") from None
     suites = []
     for index, path in enumerate(experiment.suites):
@@ -107,27 +104,36 @@ def load_inputs(experiment: Experiment, bench: bool = True, requests: int | None
             suites.append(load_suite(path))
         except ValueError as exc:  # a malformed suite is bad input, named by its key path
             raise ExperimentError(f"suites[{index}]: {exc}") from None
-    plan = experiment.benchmark if bench else None
-    bench_config, workloads = None, []
-    if plan is not None:
+    plan = experiment.benchmark
+    if requests is not None and plan is None:
+        raise ExperimentError(f"--requests {requests}: the experiment has no benchmark section, so nothing is timed")
+    bench_config, workloads = None, ()
+    if bench and plan is not None:
         bench_config = plan.config if requests is None else dataclasses.replace(
             plan.config, requests=requests, blocks=min(plan.config.blocks, requests))
-        for index, name in enumerate(plan.workloads):
-            try:
-                workloads.append(build_workload(name, SUITES_DIR))
-            except (ValueError, FileNotFoundError) as exc:
-                raise ExperimentError(f"benchmark.workloads[{index}]: {exc}") from None
+        workloads = tuple(build_workload(name) for name in plan.workloads)
     return RunInputs(checkpoint_dir=checkpoint_dir, suites=tuple(suites), requests=suite_requests(suites),
-                     bench_config=bench_config, workloads=tuple(workloads))
+                     bench_config=bench_config, workloads=workloads)
 
 
-def build_manifest(experiment: Experiment, inputs: RunInputs, reference, result: PipelineResult,
+def precheck_steps(experiment: Experiment, reference: Runtime) -> None:
+    """Refuse pass settings the checkpoint cannot take before minutes of reference evaluation are spent."""
+    for index, step in enumerate(experiment.steps):
+        if step.spec.precheck is not None:
+            try:
+                step.spec.precheck(reference.model, step.config)
+            except ValueError as exc:
+                raise ExperimentError(f"passes[{index}] ({step.name}): {exc}") from None
+
+
+def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime, result: PipelineResult,
                    bench_result: BenchResult | None, started: datetime, allow_failed_gates: bool) -> dict:
     seed = inputs.bench_config.seed if inputs.bench_config else 0
     return {
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
         "checkpoint": {"path": str(inputs.checkpoint_dir),
                        "sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors")},
+        "reference": {"identity": reference.identity, "dtype": experiment.reference_dtype},
         "suites": [{"name": s.name, "version": s.version, "path": str(s.path), "sha256": s.sha256,
                     "records": len(s.records)} for s in inputs.suites],
         "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
@@ -139,40 +145,50 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference, result:
     }
 
 
-def write_results(directory: Path, experiment: Experiment, result: PipelineResult, bench_result: BenchResult | None,
-                  rows: Sequence[ReportRow], manifest: dict, allow_failed_gates: bool) -> None:
+def write_results(directory: Path, manifest: dict, records: Sequence[dict], bench_result: BenchResult | None) -> None:
+    timings = {"baseline": REFERENCE_LABEL, "config": None if bench_result is None else plain(bench_result.config),
+               "summary": [] if bench_result is None else latency_records(bench_result),
+               "samples": {} if bench_result is None else bench_result.samples()}
     _write_json(directory / "manifest.json", manifest)
-    (directory / "stages.jsonl").write_text(
-        "".join(json.dumps(stage_record(stage, bench_result, allow_failed_gates), ensure_ascii=False) + "\n"
-                for stage in result.stages), encoding="utf-8")
-    (directory / "report.md").write_text(render_report(experiment, result, bench_result, rows, manifest,
-                                                       allow_failed_gates), encoding="utf-8")
-    _write_json(directory / "timings.json", {
-        "baseline": REFERENCE_LABEL, "config": None if bench_result is None else bench_result.config,
-        "samples": {} if bench_result is None else bench_result.samples()})
+    (directory / "stages.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n"
+                                                    for record in records), encoding="utf-8")
+    _write_json(directory / "timings.json", timings)
+    (directory / "report.md").write_text(render_report(plain(manifest), records, plain(timings)), encoding="utf-8")
+
+
+def publish(staging: Path, out_root: Path, base_name: str) -> Path:
+    """Rename the finished staging dir to the first free `<base>`, `<base>-2`, ...: a rename never overwrites."""
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; results are ordinary files
+    for number in range(1, 1000):
+        target = out_root / (base_name if number == 1 else f"{base_name}-{number}")
+        if target.exists():
+            continue
+        try:
+            os.rename(staging, target)  # fails if another run created the name meanwhile
+            return target
+        except OSError:
+            if not target.exists():
+                raise
+    raise FileExistsError(f"no free results directory name for {out_root / base_name}")
 
 
 def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = None, requests: int | None = None,
                    bench: bool = True, allow_failed_gates: bool = False, show_progress: bool = False,
                    say: Callable[[str], None] = lambda message: None, now: datetime | None = None) -> RunOutcome:
     """Load, gate every stage, benchmark the accepted ones and write the results directory atomically."""
-    from .runtime import load_runtime
-
     started = now or datetime.now(timezone.utc)
     out_root = Path(output_dir) if output_dir is not None else experiment.output_dir
-    target = out_root / f"{experiment.name}-{utc_stamp(started)}"
-    if target.exists():
-        raise FileExistsError(f"results directory {target} already exists; refusing to overwrite it")
     inputs = load_inputs(experiment, bench, requests)
+    say(f"loading {inputs.checkpoint_dir} as {experiment.reference_dtype} (reference)")
+    reference = load_runtime(inputs.checkpoint_dir, experiment.reference_dtype, experiment.batch_size)
+    precheck_steps(experiment, reference)
     out_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=out_root))
+    base_name = f"{experiment.name}-{utc_stamp(started)}"
+    staging = Path(tempfile.mkdtemp(prefix=f".{base_name}.", dir=out_root))
     try:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)
-        say(f"loading {inputs.checkpoint_dir} as {experiment.reference_dtype} (reference) and "
-            f"{experiment.candidate_dtype} (candidate)")
-        reference = load_runtime(inputs.checkpoint_dir, experiment.reference_dtype, experiment.batch_size)
-        candidate = load_runtime(inputs.checkpoint_dir, experiment.candidate_dtype, experiment.batch_size)
-        result = experiment.pipeline().run(reference, candidate, inputs.requests, progress=say)
+        result = experiment.pipeline().run(reference, inputs.requests, progress=say,
+                                           reference_dtype=experiment.reference_dtype)
         bench_result = None
         if inputs.bench_config is not None:
             runtimes = {REFERENCE_LABEL: reference}
@@ -180,28 +196,26 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
             say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
             bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config, show_progress)
         workload_names = tuple(w.name for w in inputs.workloads)
-        rows = tuple(stage_row(stage, bench_result, workload_names, allow_failed_gates) for stage in result.stages)
+        records = tuple(stage_record(stage, bench_result, allow_failed_gates) for stage in result.stages)
+        rows = tuple(row_from_record(record, workload_names) for record in records)
         manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates)
-        write_results(staging, experiment, result, bench_result, rows, manifest, allow_failed_gates)
-        if target.exists():
-            raise FileExistsError(f"results directory {target} appeared during the run; refusing to overwrite it")
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; results are ordinary files
-        os.replace(staging, target)
+        write_results(staging, manifest, records, bench_result)
+        target = publish(staging, out_root, base_name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, workloads=workload_names,
-                      allow_failed_gates=allow_failed_gates)
+    return RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
+                      workloads=workload_names, allow_failed_gates=allow_failed_gates)
 
 
 def print_outcome(outcome: RunOutcome, console) -> None:
-    """The stage table, any failed or waived gates, and where the results are."""
+    """The stage table, pass summaries, any failed or waived gates, and where the results are."""
     console.print(console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name))
-    for stage in outcome.pipeline.stages:
-        manifest = stage_coverage(stage.pass_info)
-        if manifest is not None:
-            console.print(f"coverage, stage {stage.index} {stage.name}: {coverage_summary(manifest)} "
-                          "(per module: report.md)", highlight=False, soft_wrap=True)
+    for record in outcome.records:
+        summary = (record.get("report") or {}).get("summary")
+        if summary:
+            console.print(f"stage {record['index']} {record['stage']}: {summary} (details: report.md)",
+                          highlight=False, soft_wrap=True)
     for stage in outcome.pipeline.stages:
         for comparison, result in stage.failed_gates:
             tag = "WAIVED" if outcome.allow_failed_gates else "FAILED"

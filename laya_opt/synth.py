@@ -5,16 +5,19 @@ from pathlib import Path
 
 from .checkpoint import build_random_model, parse_dtype, save_checkpoint
 from .config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from .resources import project_tokenizer
 from .tokens import load_codec
 
 
 def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype: str = "float16",
-                            tokenizer_dir: str | Path = "checkpoints/tokenizer") -> Path:
+                            tokenizer_dir: str | Path | None = None) -> Path:
+    """A complete upstream-layout checkpoint with random weights; the tokenizer defaults to the project's."""
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
     out_dir = Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"output directory {out_dir} already exists")
+    tokenizer_dir = tokenizer_dir or project_tokenizer()
     codec = load_codec(tokenizer_dir)
     encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES[arch])
     if codec.vocab_size > encoder_raw["vocab_size"]:

@@ -1,0 +1,36 @@
+"""Built-in passes (installed as `laya_opt.passes`): one module per pass, each exposing `PASS`.
+
+Modules are discovered, so adding a pass means adding one file here; names starting with `_` are
+private helpers. Every pass's config class is also reachable by name::
+
+    import laya_opt as lo
+    lo.apply(runtime, lo.passes.CompileBucketsConfig(multiple=16))
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+
+def pass_modules() -> list[ModuleType]:
+    """Every public module of this package, imported, in name order."""
+    return [importlib.import_module(f"{__name__}.{info.name}")
+            for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+            if not info.name.startswith("_")]
+
+
+def config_types() -> dict[str, type]:
+    """Config class name -> class, over every built-in pass."""
+    return {module.PASS.config_type.__name__: module.PASS.config_type for module in pass_modules()}
+
+
+def __getattr__(name: str):
+    types = config_types() if not name.startswith("_") else {}
+    if name in types:
+        return types[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; pass configs: {', '.join(sorted(types))}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(config_types()))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import mlx.core as mx
@@ -25,37 +24,30 @@ import numpy as np
 from laya_opt.batching import Batch, pad_batch
 from laya_opt.model import Kernels, LayaModel
 from laya_opt.passes_api import PassSpec
+from laya_opt.schema import checked
 from laya_opt.runtime import eager_forward
 
 NAME = "compile_buckets"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
+@checked
 class CompileBucketsConfig:
     buckets: tuple[int, ...] = ()       # explicit padded lengths, increasing; empty: planned or multiples
-    multiple: int = 16                  # when neither buckets nor plan_from: every multiple up to max_len
-    plan_from: str = "none"             # a suite or workload name whose length histogram plans the buckets
-    suites_dir: str = "fidelity/suites"
-    max_padding_waste: float = 0.10     # planning budget: bucket padding / bucketed tokens
-    max_buckets: int = 8                # planning cap on the number of buckets
+    multiple: int = field(default=16, metadata={"min": 1})  # neither buckets nor plan_from: multiples up to max_len
+    plan_from: str = field(default="none", metadata={"nonempty": True})  # a suite or workload name (data need)
+    max_padding_waste: float = field(default=0.10, metadata={"min": 0.0})  # planning budget: padding / tokens
+    max_buckets: int = field(default=8, metadata={"min": 1})  # planning cap on the number of buckets
 
     def __post_init__(self):
-        if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.buckets):
+        if any(b < 1 for b in self.buckets):
             raise ValueError(f"buckets must be positive integers, got {list(self.buckets)!r}")
         if any(a >= b for a, b in zip(self.buckets, self.buckets[1:])):
             raise ValueError(f"buckets must be strictly increasing, got {list(self.buckets)!r}")
-        if isinstance(self.multiple, bool) or not isinstance(self.multiple, int) or self.multiple < 1:
-            raise ValueError(f"multiple must be an integer >= 1, got {self.multiple!r}")
-        if not isinstance(self.plan_from, str) or not self.plan_from:
-            raise ValueError(f"plan_from must be a suite or workload name or 'none', got {self.plan_from!r}")
         if self.buckets and self.plan_from != "none":
             raise ValueError(f"give either buckets or plan_from, not both (plan_from={self.plan_from!r})")
-        waste = self.max_padding_waste
-        if isinstance(waste, bool) or not isinstance(waste, (int, float)) or not 0.0 <= waste < 1.0:
-            raise ValueError(f"max_padding_waste must be a number in [0, 1), got {waste!r}")
-        if isinstance(self.max_buckets, bool) or not isinstance(self.max_buckets, int) or self.max_buckets < 1:
-            raise ValueError(f"max_buckets must be an integer >= 1, got {self.max_buckets!r}")
+        if not self.max_padding_waste < 1.0:
+            raise ValueError(f"max_padding_waste must be a number in [0, 1), got {self.max_padding_waste!r}")
 
 
 # ----------------------------------------------------------------------------- bucket planning
@@ -130,32 +122,6 @@ def length_histogram(runtime, requests: Sequence[tuple[Any, Mapping]]) -> dict[i
             length = max(prepared[index].length for index in group)
             histogram[length] = histogram.get(length, 0) + len(group)
     return histogram
-
-
-def _project_path(value: str) -> Path:
-    # Relative paths are anchored at the project root, as in experiment files, not at the working directory.
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else REPO_ROOT / path
-
-
-def requests_named(name: str, suites_dir: str) -> list[tuple[Any, Mapping]]:
-    """(state, questions) pairs of a suite (a name in `suites_dir` or a .jsonl path), else of the workload `name`."""
-    is_path = "/" in name or name.endswith(".jsonl")
-    directory = _project_path(suites_dir)
-    suite_path = _project_path(name) if is_path else directory / f"{name}.jsonl"
-    if suite_path.is_file():
-        from fidelity.suites import load_suite
-
-        return [(record.state, record.questions) for record in load_suite(suite_path).records]
-    if is_path:
-        raise ValueError(f"{NAME}.plan_from: suite file {suite_path} does not exist")
-    from fidelity.workloads import build_workload
-
-    try:
-        return list(build_workload(name, directory).requests)
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"{NAME}.plan_from: {name!r} is neither a suite in {directory} nor a workload ({exc})") \
-            from None
 
 
 # ----------------------------------------------------------------------------- the compiled forward
@@ -258,7 +224,7 @@ def report(runtime) -> dict:
 # ----------------------------------------------------------------------------- the pass
 
 
-def _choose_buckets(runtime, config: CompileBucketsConfig) -> tuple[tuple[int, ...], dict]:
+def _choose_buckets(runtime, config: CompileBucketsConfig, data) -> tuple[tuple[int, ...], dict]:
     max_len = runtime.agent_config.max_len
     if config.buckets:
         too_long = [bucket for bucket in config.buckets if bucket > max_len]
@@ -266,7 +232,7 @@ def _choose_buckets(runtime, config: CompileBucketsConfig) -> tuple[tuple[int, .
             raise ValueError(f"{NAME}.buckets: {too_long} exceed max_len {max_len}")
         return config.buckets, {"source": "given"}
     if config.plan_from != "none":
-        histogram = length_histogram(runtime, requests_named(config.plan_from, config.suites_dir))
+        histogram = length_histogram(runtime, data["plan_from"])
         if not histogram:
             raise ValueError(f"{NAME}.plan_from: {config.plan_from!r} holds no questions to plan buckets from")
         plan = plan_buckets(histogram, config.max_padding_waste, config.max_buckets)
@@ -275,19 +241,18 @@ def _choose_buckets(runtime, config: CompileBucketsConfig) -> tuple[tuple[int, .
     return multiple_buckets(config.multiple, max_len), {"source": f"multiples of {config.multiple}"}
 
 
-def apply(runtime, config: CompileBucketsConfig):
+def apply(runtime, config: CompileBucketsConfig, data):
     if runtime.forward is not eager_forward and not isinstance(runtime.forward, BucketedForward):
         raise ValueError(f"{NAME}: the runtime's forward is already replaced "
                          f"({getattr(runtime.forward, 'description', runtime.forward)!r}); compile wraps the model "
                          "call itself and would drop it")
-    buckets, facts = _choose_buckets(runtime, config)
+    buckets, facts = _choose_buckets(runtime, config, data)
     forward = BucketedForward(model=runtime.model, kernels=runtime.kernels, buckets=buckets,
                               pad_id=runtime.codec.pad_id)
-    info = {"buckets": list(buckets), **facts, "stats": forward.stats}
-    return runtime.replace(forward=forward, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
-                           info={**runtime.info, NAME: info})
+    return runtime.replace(forward=forward), {"buckets": list(buckets), **facts, "stats": forward.stats}
 
 
 PASS = PassSpec(name=NAME, config_type=CompileBucketsConfig, apply=apply, exact=True,
                 description="mx.compile of the whole forward per (B, bucketed L, K) shape",
-                replaces=frozenset({"forward"}), captures=frozenset({"model", "kernels"}))
+                replaces=frozenset({"forward"}), captures=frozenset({"model", "kernels"}),
+                needs={"plan_from": "requests"})

@@ -17,6 +17,7 @@ import mlx.nn as nn
 from laya_opt.config import EncoderConfig
 from laya_opt.model import FinalLayerFn, HeadLayer
 from laya_opt.passes_api import PassSpec
+from laya_opt.schema import checked
 
 NAME = "head_prune_final"
 VARIANTS = ("selected_q", "split_projection")
@@ -25,12 +26,9 @@ SAVED_DENSE_PER_ROW = {"selected_q": 18, "split_projection": 20}
 
 
 @dataclass(frozen=True)
+@checked
 class HeadPruneConfig:
     variant: Literal["selected_q", "split_projection"] = "selected_q"
-
-    def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {list(VARIANTS)}, got {self.variant!r}")
 
 
 # ----------------------------------------------------------------------------- the kernels
@@ -104,7 +102,7 @@ def flop_reduction(encoder: EncoderConfig, head_layers: int, shapes: Sequence[tu
 # ----------------------------------------------------------------------------- the pass
 
 
-def apply(runtime, config: HeadPruneConfig):
+def apply(runtime, config: HeadPruneConfig, data):
     model = runtime.model
     head_layers = len(model.head_layers)
     if config.variant == "split_projection" and head_layers:
@@ -117,8 +115,7 @@ def apply(runtime, config: HeadPruneConfig):
     report = {"variant": config.variant, "head_layers": head_layers, "pruned": head_layers > 0,
               # A reference point: one request of max_len tokens and 4 options (R = 5, as in §12.6's table).
               "at_max_len_r5": flop_reduction(runtime.encoder_config, head_layers, [(1, max_len, 4)], config.variant)}
-    return runtime.replace(kernels=kernels, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
-                           info={**runtime.info, NAME: report})
+    return runtime.replace(kernels=kernels), report
 
 
 PASS = PassSpec(name=NAME, config_type=HeadPruneConfig, apply=apply, exact=True,

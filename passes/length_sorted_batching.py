@@ -7,26 +7,23 @@ the model is padding-invariant per row, so answers and model inputs are unchange
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from laya_opt.batching import Planner, padding_waste
 from laya_opt.passes_api import PassSpec
+from laya_opt.schema import checked
 from laya_opt.prompt import PreparedQuestion
 
 NAME = "length_sorted_batching"
 
 
 @dataclass(frozen=True)
+@checked
 class LengthSortedConfig:
-    max_questions: int = 16    # rows per forward
-    token_budget: int = 8192   # padded tokens (B · L) per forward; a longer single question runs alone
-
-    def __post_init__(self):
-        for name in ("max_questions", "token_budget"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    max_questions: int = field(default=16, metadata={"min": 1})    # rows per forward
+    # padded tokens (B · L) per forward; a longer single question runs alone
+    token_budget: int = field(default=8192, metadata={"min": 1})
 
 
 def sorted_groups(lengths: Sequence[int], max_questions: int, token_budget: int) -> list[tuple[int, ...]]:
@@ -64,12 +61,10 @@ def padding_comparison(items: Sequence[PreparedQuestion], before: Planner, after
             "real_tokens": sum(item.length for item in items)}
 
 
-def apply(runtime, config: LengthSortedConfig):
-    planner = length_sorted_planner(config)
+def apply(runtime, config: LengthSortedConfig, data):
     report = {"max_questions": config.max_questions, "token_budget": config.token_budget,
               "replaced_planner": getattr(runtime.planner, "description", repr(runtime.planner))}
-    return runtime.replace(planner=planner, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
-                           info={**runtime.info, NAME: report})
+    return runtime.replace(planner=length_sorted_planner(config)), report
 
 
 PASS = PassSpec(name=NAME, config_type=LengthSortedConfig, apply=apply, exact=True,

@@ -10,27 +10,24 @@ Global layers and head layers keep their dense path; only `Kernels.sliding_atten
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import mlx.core as mx
 
 from laya_opt.model import AttentionFn, AttentionInputs, dense_sliding_attention, sdpa
 from laya_opt.passes_api import PassSpec
+from laya_opt.schema import checked
 
 NAME = "local_window_attention"
 
 
 @dataclass(frozen=True)
+@checked
 class LocalWindowConfig:
-    block_size: int = 64     # queries per block; a block reads block_size + 2w keys
-    min_length: int = 0      # sequences shorter than this keep the dense band mask (banded can lose when short)
-
-    def __post_init__(self):
-        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
-            raise ValueError(f"block_size must be an integer >= 1, got {self.block_size!r}")
-        if isinstance(self.min_length, bool) or not isinstance(self.min_length, int) or self.min_length < 0:
-            raise ValueError(f"min_length must be an integer >= 0, got {self.min_length!r}")
+    block_size: int = field(default=64, metadata={"min": 1})  # queries per block; a block reads block_size + 2w keys
+    # sequences shorter than this keep the dense band mask (banded can lose when short)
+    min_length: int = field(default=0, metadata={"min": 0})
 
 
 # ----------------------------------------------------------------------------- the kernel
@@ -139,7 +136,7 @@ def pair_report(shapes: Sequence[tuple[int, int, int]], window: int, block_size:
 # ----------------------------------------------------------------------------- the pass
 
 
-def apply(runtime, config: LocalWindowConfig):
+def apply(runtime, config: LocalWindowConfig, data):
     encoder = runtime.encoder_config
     sliding_layers = sum(kind == "sliding_attention" for kind in encoder.layer_types)
     kernels = dataclasses.replace(runtime.kernels, sliding_attention=make_local_window_attention(config))
@@ -147,8 +144,7 @@ def apply(runtime, config: LocalWindowConfig):
     report = {"block_size": config.block_size, "min_length": config.min_length, "window": encoder.window,
               "sliding_layers": sliding_layers, "at_max_len": attention_pairs(max_len, encoder.window,
                                                                              config.block_size, config.min_length)}
-    return runtime.replace(kernels=kernels, identity=f"{runtime.identity}+{NAME}", applied=runtime.applied + (NAME,),
-                           info={**runtime.info, NAME: report})
+    return runtime.replace(kernels=kernels), report
 
 
 PASS = PassSpec(name=NAME, config_type=LocalWindowConfig, apply=apply, exact=True,

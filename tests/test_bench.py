@@ -12,7 +12,7 @@ from laya_opt.bench import (BenchConfig, benchmark, block_schedule, block_slices
                             environment, paired_speedup, peak_memory_of, prepared_digest, summarize,
                             workload_facts)
 from laya_opt.runtime import load_runtime
-from test_pipeline import QUESTIONS
+from fake_passes import QUESTIONS
 
 
 def test_summary_percentiles_on_known_samples():
@@ -62,14 +62,14 @@ def test_block_order_alternates_and_slices_cover_every_request():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"requests": 0}, "benchmark.requests must be a positive integer"),
+    ({"requests": 0}, "requests: must be >= 1, got 0"),
     ({"requests": 2, "blocks": 3}, r"benchmark.blocks \(3\) cannot exceed benchmark.requests \(2\)"),
-    ({"warmup": -1}, "benchmark.warmup must be an integer >= 0"),
-    ({"blocks": True}, "benchmark.blocks must be a positive integer"),
+    ({"warmup": -1}, "warmup: must be >= 0"),
+    ({"blocks": True}, "blocks: expected an integer, got boolean True"),
 ])
 def test_bench_config_rejects_bad_values(values, message):
     with pytest.raises(ValueError, match=message):
-        BenchConfig(**values)
+        BenchConfig(**values)  # built in Python: checked like YAML
 
 
 def test_measure_mode_runs_cold_warmup_then_rotating_blocks(monkeypatch):

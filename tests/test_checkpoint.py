@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from laya_opt.checkpoint import (load_checkpoint, map_names, save_like, to_mlx_name, to_upstream_name)
+from laya_opt.checkpoint import load_checkpoint, map_names, save_checkpoint, to_mlx_name, to_upstream_name
 
 from conftest import write_tiny_checkpoint
 
@@ -118,10 +118,15 @@ def test_tokenizer_larger_than_vocabulary_is_refused(tmp_path):
         load_checkpoint(write_tiny_checkpoint(tmp_path / "small", encoder_overrides={"vocab_size": 4}))
 
 
+def save_copy(original, out_dir, **kwargs):
+    return save_checkpoint(original.model, out_dir, original.encoder_config.raw, original.agent_config.raw,
+                           original.path / "tokenizer", **kwargs)
+
+
 @pytest.mark.parametrize("layout", ["upstream", "mlx"])
 def test_save_load_round_trip_is_exact(tmp_path, tiny_checkpoint_dir, layout):
     original = load_checkpoint(tiny_checkpoint_dir)
-    out = save_like(original, original.model, tmp_path / f"copy-{layout}", layout=layout)
+    out = save_copy(original, tmp_path / f"copy-{layout}", layout=layout)
     reloaded = load_checkpoint(out)
     before, after = dict(tree_flatten(original.model.parameters())), dict(tree_flatten(reloaded.model.parameters()))
     assert before.keys() == after.keys()
@@ -139,7 +144,7 @@ def test_save_refuses_existing_directory_and_leaves_nothing(tmp_path, tiny_check
     target = tmp_path / "exists"
     target.mkdir()
     with pytest.raises(FileExistsError):
-        save_like(original, original.model, target)
+        save_copy(original, target)
     assert list(tmp_path.iterdir()) == [target]
 
 

@@ -1,169 +1,26 @@
-"""Pipeline: baseline stage, reject/stop, token identity, mutation and ordering checks, built-in passes.
-
-The test passes here are also a plugin module (`PASSES`) that experiment files in the other test
-files import with `plugins: [test_pipeline]`.
-"""
+"""Pipeline: the baseline step, reject/stop, token identity, contract and ordering checks, the reference check."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
-import mlx.core as mx
 import pytest
+from fake_passes import (CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLACE_MODEL, REQUESTS, REVERSE, SNEAKY,
+                         NoiseConfig, mutating_spec, write_tiny_suite)
 
-from fidelity.checker import EvalRequest
-from fidelity.gates import Gate
-from laya_opt.batching import insertion_order_planner
-from laya_opt.passes_api import PassSpec
-from laya_opt.pipeline import (GateSet, Pipeline, PipelineError, Step, fingerprint_changes, merge_gates,
-                               runtime_fingerprint)
-from laya_opt.registry import build_registry
-from laya_opt.runtime import clone_model, load_runtime
-from laya_opt.tokens import TextCodec
-
-# ----------------------------------------------------------------------------------------------------------- test passes
-
-
-@dataclass(frozen=True)
-class NoiseConfig:
-    scale: float = 5.0
-    seed: int = 0
-
-
-def add_scorer_noise(runtime, config):
-    """Corrupts outputs on a clone: noise on the scorer's hidden bias changes every option's score."""
-    model = clone_model(runtime.model)
-    layer = model.scorer.layers[1]
-    noise = config.scale * mx.random.normal(layer.bias.shape, key=mx.random.key(config.seed))
-    layer.bias = layer.bias + noise.astype(layer.bias.dtype)
-    return runtime.replace(model=model, applied=runtime.applied + ("noisy_scorer",),
-                           identity=runtime.identity + "+noisy")
-
-
-NOISY = PassSpec(name="noisy_scorer", config_type=NoiseConfig, apply=add_scorer_noise, exact=True,
-                 description="test: adds noise to the scorer bias", replaces=frozenset({"model"}))
-
-
-@dataclass(frozen=True)
-class NoteConfig:
-    note: str = "hello"
-
-
-def leave_note(runtime, config):
-    return runtime.replace(info={**runtime.info, "note": {"text": config.note}}, applied=runtime.applied + ("note",))
-
-
-NOTE = PassSpec(name="note", config_type=NoteConfig, apply=leave_note, exact=True,
-                description="test: changes nothing but runtime.info", replaces=frozenset({"planner"}))
-
-
-@dataclass(frozen=True)
-class ReversingCodec(TextCodec):
-    """Reverses the ids of every tokenized piece: the model sees the same tokens in another order."""
-
-    def encode(self, text: str) -> list[int]:
-        return super().encode(text)[::-1]
-
-
-@dataclass(frozen=True)
-class EmptyConfig:
-    pass
-
-
-def reverse_tokens(runtime, config):
-    codec = ReversingCodec(**{f.name: getattr(runtime.codec, f.name) for f in dataclasses.fields(runtime.codec)})
-    return runtime.replace(codec=codec, applied=runtime.applied + ("reverse_tokens",))
-
-
-REVERSE = PassSpec(name="reverse_tokens", config_type=EmptyConfig, apply=reverse_tokens, exact=True,
-                   description="test: permutes token ids before the model", replaces=frozenset())
-
-
-def explode(runtime, config):
-    raise RuntimeError("boom")
-
-
-EXPLODE = PassSpec(name="explode", config_type=EmptyConfig, apply=explode, exact=True,
-                   description="test: raises", replaces=frozenset({"kernels"}))
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    group_size: int = 64
-
-
-def capture_model(runtime, config):
-    return runtime.replace(forward=lambda model, kernels, batch: runtime.forward(model, kernels, batch))
-
-
-CAPTURE = PassSpec(name="capture_model", config_type=GroupConfig, apply=capture_model, exact=True,
-                   description="test: captures the model in a new forward", replaces=frozenset({"forward"}),
-                   captures=frozenset({"model"}))
-REPLACE_MODEL = PassSpec(name="replace_model", config_type=NoiseConfig, apply=add_scorer_noise, exact=False,
-                         description="test: swaps the model", replaces=frozenset({"model"}))
-
-PASSES = (NOISY, NOTE, REVERSE, EXPLODE, CAPTURE, REPLACE_MODEL)
-
-
-def _swap_bias(runtime):
-    layer = runtime.model.scorer.layers[1]
-    layer.bias = layer.bias + 1.0
-
-
-def _write_in_place(runtime):
-    bias = runtime.model.scorer.layers[1].bias
-    bias[0] = 100.0  # keeps the Python object: only the value check can see it
-
-
-def _set_field(runtime):
-    object.__setattr__(runtime, "planner", insertion_order_planner(1))
-
-
-def _write_info(runtime):
-    runtime.info["written"] = True
-
-
-MUTATIONS = {"module attribute": _swap_bias, "array in place": _write_in_place, "runtime field": _set_field,
-             "info entry": _write_info}
-
-
-def mutating_spec(mutate) -> PassSpec:
-    def apply(runtime, config):
-        mutate(runtime)
-        return runtime.replace()
-
-    return PassSpec(name="mutator", config_type=EmptyConfig, apply=apply, exact=True,
-                    description="test: mutates its input", replaces=frozenset({"model"}))
-
-
-# ----------------------------------------------------------------------------------------------------------- fixtures
-
-QUESTIONS = {
-    "topic": {"type": "choice", "instructions": "pick hello", "criteria": ["a", "b", "c"]},
-    "level": {"type": "score", "instructions": "rate hello", "criteria": ["low", "mid", "high"]},
-    "yes": {"type": "noul", "instructions": "hello hello"},
-}
-# States start "hello hello x": reversing a piece's ids changes them (all other words map to [UNK]).
-REQUESTS = tuple(EvalRequest(f"r{i}", "hello hello x " + "hello world " * (3 * i), QUESTIONS,
-                             labels={"topic": "a", "level": 1, "yes": True})
-                 for i in range(4))
-
-
-def write_tiny_suite(path, name: str = "tiny", records: int = 3):
-    """A labelled suite file in the fidelity format, built from REQUESTS-like records."""
-    from fidelity.suites import QuestionTag, SuiteRecord, write_suite
-
-    tags = {qid: QuestionTag(type=q["type"], language="en", options=len(q.get("criteria") or (0, 0)),
-                             length_class="short") for qid, q in QUESTIONS.items()}
-    rows = [SuiteRecord(id=f"r{i}", state=REQUESTS[i % len(REQUESTS)].state, questions=QUESTIONS,
-                        labels=dict(REQUESTS[0].labels), tags=tags) for i in range(records)]
-    write_suite(path, name, rows, description="tiny test suite")
-    return path
-
+from laya_opt.errors import InputError
+from laya_opt.fidelity.gates import Gate
+from laya_opt.passes_api import fingerprint_changes, runtime_fingerprint
+from laya_opt.pipeline import GateSet, Pipeline, PipelineError, Step, merge_gates
+from laya_opt.runtime import load_runtime
 
 @pytest.fixture
-def runtimes(tiny_checkpoint_dir):
-    return load_runtime(tiny_checkpoint_dir, "float32"), load_runtime(tiny_checkpoint_dir, "float16")
+def reference(tiny_checkpoint_dir):
+    return load_runtime(tiny_checkpoint_dir, "float32")
+
+
+def run(steps, reference, requests=REQUESTS, dtype="float32", **kwargs):
+    # float32 candidates: the tiny random model's near-tie answers must not depend on half-precision rounding.
+    return Pipeline(steps, candidate_dtype=dtype, **kwargs).run(reference, requests)
 
 
 def failed_metrics(stage) -> set[str]:
@@ -173,39 +30,46 @@ def failed_metrics(stage) -> set[str]:
 # ----------------------------------------------------------------------------------------------------------- tests
 
 
-def test_baseline_and_exact_pass_are_accepted_and_report_info(runtimes):
-    reference, candidate = runtimes
-    result = Pipeline([(NOTE, {"note": "hi"}, "stop")]).run(reference, candidate, REQUESTS)
+def test_baseline_is_a_cast_step_and_an_exact_pass_is_accepted_with_its_report(reference):
+    result = run([(NOTE, {"note": "hi"}, "stop")], reference)
     baseline, note = result.stages
-    assert (baseline.name, baseline.verdict, baseline.incremental) == ("baseline", "accepted", None)
-    assert baseline.cumulative.metrics["argmax_agreement"] >= 0.95 and baseline.cumulative_gates
+    assert (baseline.name, baseline.verdict, baseline.parent) == ("baseline", "accepted", None)
+    assert baseline.config == {"dtype": "float32"} and baseline.exact
+    assert baseline.incremental is baseline.cumulative  # stage 0 compares with the reference once
     assert note.verdict == "accepted" and note.parent == 0
     assert note.incremental.metrics["max_abs_dp"] == 0.0  # nothing changed vs the previous stage
-    assert note.pass_info == {"note": {"text": "hi"}}
+    assert note.report == {"text": "hi"} and result.final_runtime.info["note"] == {"text": "hi"}
     assert {r.gate.metric for r in note.incremental_gates} >= {"token_identity", "deterministic", "finite"}
-    assert result.final_runtime.applied == ("note",) and not result.gates_failed
+    assert result.final_runtime.applied == ("cast_dtype", "note") and not result.gates_failed
+    assert result.final_runtime.identity.endswith("+cast_dtype(dtype=float32)+note(note=hi)")
 
 
-def test_corrupting_pass_is_rejected_and_the_run_continues_from_its_parent(runtimes):
-    reference, candidate = runtimes
-    result = Pipeline([(NOISY, {}, "reject"), (NOTE, {}, "stop")]).run(reference, candidate, REQUESTS)
+def test_a_half_precision_baseline_casts_a_clone_and_leaves_the_reference(reference):
+    unlabelled = [dataclasses.replace(request, labels=None) for request in REQUESTS]
+    result = run([], reference, unlabelled, dtype="float16")
+    candidate = result.stages[0].runtime
+    assert candidate.dtype.size == 2 and reference.dtype.size == 4 and not result.stages[0].exact
+    assert candidate.model is not reference.model and candidate.model.scorer.layers[1].weight.dtype.size == 2
+
+
+def test_corrupting_pass_is_rejected_and_the_run_continues_from_its_parent(reference):
+    result = run([(NOISY, {}, "reject"), (NOTE, {}, "stop")], reference)
     assert [s.verdict for s in result.stages] == ["accepted", "rejected", "accepted"]
     noisy, note = result.stages[1:]
     assert "max_abs_dp" in failed_metrics(noisy) and noisy.runtime is None
-    assert note.parent == 0 and result.final_runtime.applied == ("note",)
+    assert note.parent == 0 and result.final_runtime.applied == ("cast_dtype", "note")
     assert result.gates_failed
 
 
-def test_corrupting_pass_with_stop_ends_the_run(runtimes):
-    reference, candidate = runtimes
-    result = Pipeline([(NOISY, {}, "stop"), (NOTE, {}, "stop")]).run(reference, candidate, REQUESTS)
+def test_corrupting_pass_with_stop_ends_the_run(reference):
+    result = run([(NOISY, {}, "stop"), (NOTE, {}, "stop")], reference)
     assert [s.verdict for s in result.stages] == ["accepted", "stopped"]
-    assert result.final_runtime is candidate and result.planned == ("noisy_scorer", "note")
+    assert result.final_runtime is result.stages[0].runtime
+    assert result.planned == ("baseline", "noisy_scorer", "note")
 
 
-def test_reordered_tokens_fail_token_identity(runtimes):
-    reference, candidate = runtimes
-    result = Pipeline([(REVERSE, {}, "reject")]).run(reference, candidate, REQUESTS)
+def test_reordered_tokens_fail_token_identity(reference):
+    result = run([(REVERSE, {}, "reject")], reference)
     stage = result.stages[1]
     assert stage.verdict == "rejected"
     assert "token_identity" in failed_metrics(stage)
@@ -213,24 +77,28 @@ def test_reordered_tokens_fail_token_identity(runtimes):
     assert stage.cumulative.first_token_mismatch == "r0/topic"
 
 
-def test_gate_overrides_replace_the_default_on_the_same_metric(runtimes):
-    reference, candidate = runtimes
+def test_gate_overrides_replace_the_default_on_the_same_metric(reference):
     lax = GateSet(incremental=(Gate("max_abs_dp", "<=", 1.0), Gate("argmax_agreement", ">=", 0.0)),
                   cumulative=(Gate("max_abs_dp", "<=", 1.0), Gate("argmax_agreement", ">=", 0.0),
                               Gate("accuracy_delta", ">=", -1.0, requires_labels=True)))
-    result = Pipeline([Step(NOISY, NoiseConfig(), "stop", lax)]).run(reference, candidate, REQUESTS)
+    result = run([Step(NOISY, NoiseConfig(), "stop", lax)], reference)
     assert result.stages[1].verdict == "accepted"
     assert sum(r.gate.metric == "max_abs_dp" for r in result.stages[1].incremental_gates) == 1
     merged = merge_gates((Gate("finite", "==", 1.0), Gate("max_abs_dp", "<=", 1e-4)), (Gate("max_abs_dp", "<=", 0.5),))
     assert merged == (Gate("finite", "==", 1.0), Gate("max_abs_dp", "<=", 0.5))
+    assert GateSet(cumulative=["max_abs_dp <= 0.5"]).cumulative == (Gate("max_abs_dp", "<=", 0.5),)
 
 
 @pytest.mark.parametrize("how", sorted(MUTATIONS))
-def test_a_pass_that_mutates_its_input_is_an_error(runtimes, how):
-    reference, candidate = runtimes
+def test_a_pass_that_mutates_its_input_is_an_error(reference, how):
     with pytest.raises(PipelineError, match="mutated its input runtime") as caught:
-        Pipeline([(mutating_spec(MUTATIONS[how]), {}, "reject")]).run(reference, candidate, REQUESTS)
+        run([(mutating_spec(MUTATIONS[how]), {}, "reject")], reference)
     assert [s.verdict for s in caught.value.partial.stages] == ["accepted", "error"]
+
+
+def test_a_pass_changing_a_part_it_did_not_declare_is_an_error(reference):
+    with pytest.raises(PipelineError, match="'sneaky_codec' changed codec without declaring it"):
+        run([(SNEAKY, {}, "reject")], reference)
 
 
 def test_fingerprint_sees_each_mutation(tiny_checkpoint_dir):
@@ -241,11 +109,9 @@ def test_fingerprint_sees_each_mutation(tiny_checkpoint_dir):
         assert fingerprint_changes(before, runtime_fingerprint(runtime)), how
 
 
-def test_a_raising_pass_ends_the_run_with_an_error_stage(runtimes):
-    reference, candidate = runtimes
+def test_a_raising_pass_ends_the_run_with_an_error_stage(reference):
     with pytest.raises(PipelineError, match="'explode' \\(stage 2\\) raised RuntimeError: boom") as caught:
-        Pipeline([(NOTE, {}, "stop"), (EXPLODE, {}, "reject"), (NOTE, {}, "stop")]).run(reference, candidate,
-                                                                                          REQUESTS)
+        run([(NOTE, {}, "stop"), (EXPLODE, {}, "reject"), (NOTE, {}, "stop")], reference)
     stages = caught.value.partial.stages
     assert [s.verdict for s in stages] == ["accepted", "accepted", "error"]
     assert isinstance(caught.value.__cause__, RuntimeError)
@@ -253,7 +119,7 @@ def test_a_raising_pass_ends_the_run_with_an_error_stage(runtimes):
 
 def test_capture_then_replace_is_refused_before_anything_runs():
     calls = []
-    spy = dataclasses.replace(REPLACE_MODEL, apply=lambda runtime, config: calls.append(config))
+    spy = dataclasses.replace(REPLACE_MODEL, apply=lambda runtime, config, data: calls.append(config))
     with pytest.raises(ValueError, match="'replace_model' replaces the model that 'capture_model' captured"):
         Pipeline([(CAPTURE, {}, "stop"), (spy, {}, "stop")])
     assert calls == []
@@ -269,25 +135,20 @@ def test_bad_steps_name_the_pass():
         Pipeline([("noisy_scorer", {})])
 
 
-TINY_CONFIGS = {"quantize_encoder": {"group_size": 32}}  # the tiny MLP width 96 is not a multiple of 64
+def test_a_reference_in_another_dtype_than_declared_is_refused(tiny_checkpoint_dir, reference):
+    half = load_runtime(tiny_checkpoint_dir, "float16")
+    with pytest.raises(InputError, match="the reference runtime is float16, but the run declares a float32"):
+        Pipeline([]).run(half, REQUESTS, reference_dtype="float32")
+    mixed = reference.replace(model=half.model)  # says float32, holds float16 weights
+    with pytest.raises(InputError, match="float32 reference holds weights in another dtype"):
+        Pipeline([]).run(mixed, REQUESTS)
 
 
-@pytest.mark.parametrize("name", build_registry(include_entry_points=False).names)
-def test_builtin_passes_never_mutate_their_input(tiny_checkpoint_dir, name):
-    spec = build_registry(include_entry_points=False).get(name)
-    runtime = load_runtime(tiny_checkpoint_dir, "float16")
-    before = runtime_fingerprint(runtime)
-    result = spec.apply(runtime, spec.make_config(TINY_CONFIGS.get(name, {})))
-    assert result is not runtime
-    assert fingerprint_changes(before, runtime_fingerprint(runtime)) == []
+def test_run_accepts_a_suite_file(reference, tmp_path):
+    from laya_opt.fidelity.suites import load_suite
 
-
-def test_run_accepts_a_suite_file(runtimes, tmp_path):
-    from fidelity.suites import load_suite
-
-    reference, candidate = runtimes
     suite = load_suite(write_tiny_suite(tmp_path / "tiny.jsonl", records=2))
-    result = Pipeline([]).run(reference, candidate, suite)
+    result = run([], reference, suite)
     assert [q.key for q in result.stages[0].cumulative.questions][:3] == ["r0/topic", "r0/level", "r0/yes"]
     assert result.stages[0].cumulative.questions[0].tags["language"] == "en"
     assert result.stages[0].cumulative.metrics["labelled"] == 6.0

@@ -5,14 +5,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fidelity.checker import EvalRequest, evaluate
-from fidelity.metrics import compare
+import laya_opt as lo
+from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.metrics import compare
 from laya_opt.config import architecture
 from laya_opt.model import HeadLayer, full_final_layer, key_padding_mask
-from laya_opt.passes_api import config_from_mapping
-from laya_opt.pipeline import runtime_fingerprint
+from laya_opt.schema import parse
+from laya_opt.passes_api import runtime_fingerprint
 from laya_opt.runtime import clone_model, load_runtime
-from passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneConfig, flop_reduction, saved_flops,
+from laya_opt.passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneConfig, flop_reduction, saved_flops,
                                      selected_q_final_layer, split_projection_final_layer)
 
 from conftest import write_tiny_checkpoint
@@ -104,7 +105,7 @@ def test_flop_reduction_sums_over_shapes_and_is_zero_without_head():
 @pytest.mark.parametrize("values", [{"variant": "fused"}, {"variant": 3}, {"rows": 5}])
 def test_bad_config_raises_naming_the_field(values):
     with pytest.raises(ValueError, match="variant" if "variant" in values else "rows"):
-        config_from_mapping(HeadPruneConfig, values, "head_prune_final")
+        parse(HeadPruneConfig, values, "head_prune_final")
     if "variant" in values:
         with pytest.raises(ValueError, match="variant"):
             HeadPruneConfig(**values)
@@ -141,14 +142,14 @@ REQUESTS = [
 @pytest.mark.parametrize("variant", ["selected_q", "split_projection"])
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, variant):
     before = runtime_fingerprint(runtime)
-    candidate = PASS.apply(runtime, HeadPruneConfig(variant=variant))
+    candidate = lo.apply(runtime, HeadPruneConfig(variant=variant))
     assert runtime_fingerprint(runtime) == before and runtime.kernels.final_head_layer is full_final_layer
     assert candidate.kernels.final_head_layer is FINAL_LAYERS[variant]
     assert candidate.kernels.sliding_attention is runtime.kernels.sliding_attention
     metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics
     assert metrics["max_abs_dp"] <= 1e-5
     assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
-    assert candidate.applied == ("head_prune_final",) and candidate.identity.endswith("+head_prune_final")
+    assert candidate.applied == ("head_prune_final",) and candidate.identity.startswith(runtime.identity + "+head_prune_final")
     report = candidate.info["head_prune_final"]
     assert report["variant"] == variant and report["pruned"] and 0 < report["at_max_len_r5"]["share"] < 1
 
@@ -158,12 +159,12 @@ def test_split_projection_pass_refuses_a_quantized_final_in_proj(runtime):
     in_proj = model.head_layers[-1].self_attn.in_proj
     model.head_layers[-1].self_attn.in_proj = nn.QuantizedLinear.from_linear(in_proj, group_size=64, bits=8)
     with pytest.raises(ValueError, match="variant"):
-        PASS.apply(runtime.replace(model=model), HeadPruneConfig(variant="split_projection"))
+        lo.apply(runtime.replace(model=model), HeadPruneConfig(variant="split_projection"))
 
 
 def test_without_head_layers_nothing_is_pruned(tmp_path_factory):
     runtime = tiny_runtime(tmp_path_factory, 0)
-    candidate = PASS.apply(runtime, HeadPruneConfig())
+    candidate = lo.apply(runtime, HeadPruneConfig())
     assert candidate.info["head_prune_final"]["pruned"] is False
     assert candidate.info["head_prune_final"]["at_max_len_r5"]["saved_flops"] == 0
     metrics = compare(evaluate(runtime, REQUESTS[:1]), evaluate(candidate, REQUESTS[:1])).metrics

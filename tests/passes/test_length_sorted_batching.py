@@ -3,14 +3,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fidelity.checker import EvalRequest, evaluate
-from fidelity.metrics import compare
+import laya_opt as lo
+from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.metrics import compare
 from laya_opt.batching import check_plan, insertion_order_planner
-from laya_opt.passes_api import config_from_mapping
-from laya_opt.pipeline import runtime_fingerprint
+from laya_opt.schema import parse
+from laya_opt.passes_api import runtime_fingerprint
 from laya_opt.prompt import PreparedQuestion
 from laya_opt.runtime import load_runtime
-from passes.length_sorted_batching import (PASS, LengthSortedConfig, length_sorted_planner, padding_comparison,
+from laya_opt.passes.length_sorted_batching import (PASS, LengthSortedConfig, length_sorted_planner, padding_comparison,
                                            sorted_groups)
 
 
@@ -56,7 +57,7 @@ def test_a_question_longer_than_the_budget_runs_alone():
 ])
 def test_bad_config_raises_naming_the_field(values, field):
     with pytest.raises(ValueError, match=field):
-        config_from_mapping(LengthSortedConfig, values, "length_sorted_batching")
+        parse(LengthSortedConfig, values, "length_sorted_batching")
 
 
 def test_bad_config_values_raise_in_the_dataclass():
@@ -91,7 +92,7 @@ questions_strategy = st.lists(st.tuples(st.sampled_from(["choice", "score", "nou
 def test_answers_keep_caller_order_and_do_not_depend_on_batch_composition(runtime, specs, max_questions, budget):
     questions = {f"q{index}": question(*spec) for index, spec in enumerate(specs)}
     prepared = runtime.prepare("hello " * 10, questions)
-    sorted_runtime = PASS.apply(runtime, LengthSortedConfig(max_questions=max_questions, token_budget=budget))
+    sorted_runtime = lo.apply(runtime, LengthSortedConfig(max_questions=max_questions, token_budget=budget))
     execution = sorted_runtime.execute(prepared, trace=True)
     alone = runtime.replace(planner=insertion_order_planner(1)).execute(prepared, trace=True)
     assert [item.qid for item in execution.prepared] == list(questions)
@@ -111,12 +112,12 @@ MIXED = [EvalRequest("mixed", "hello " * 10, {
 
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
     before = runtime_fingerprint(runtime)
-    candidate = PASS.apply(runtime, LengthSortedConfig(max_questions=4, token_budget=256))
+    candidate = lo.apply(runtime, LengthSortedConfig(max_questions=4, token_budget=256))
     assert runtime_fingerprint(runtime) == before
     metrics = compare(evaluate(runtime, MIXED), evaluate(candidate, MIXED)).metrics
     assert metrics["max_abs_dp"] <= 1e-5
     assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
-    assert candidate.applied == ("length_sorted_batching",) and candidate.identity.endswith("+length_sorted_batching")
+    assert candidate.applied == ("length_sorted_batching",) and candidate.identity.startswith(runtime.identity + "+length_sorted_batching")
     assert candidate.info["length_sorted_batching"]["token_budget"] == 256
     prepared = runtime.prepare(MIXED[0].state, MIXED[0].questions)
     waste = padding_comparison(prepared, runtime.planner, candidate.planner)

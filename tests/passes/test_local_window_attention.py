@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fidelity.checker import EvalRequest, evaluate
-from fidelity.metrics import compare
+import laya_opt as lo
+from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.metrics import compare
 from laya_opt.model import AttentionInputs, dense_sliding_attention, global_attention, key_padding_mask, sliding_mask
-from laya_opt.passes_api import config_from_mapping
-from laya_opt.pipeline import runtime_fingerprint
+from laya_opt.schema import parse
+from laya_opt.passes_api import runtime_fingerprint
 from laya_opt.runtime import load_runtime
-from passes.local_window_attention import (PASS, LocalWindowConfig, attention_pairs, banded_attention, block_masks,
+from laya_opt.passes.local_window_attention import (PASS, LocalWindowConfig, attention_pairs, banded_attention, block_masks,
                                            make_local_window_attention, pair_report)
 
 
@@ -115,14 +116,14 @@ def test_bad_config_values_raise_naming_the_field(values, field):
     with pytest.raises(ValueError, match=field):
         LocalWindowConfig(**values)
     with pytest.raises(ValueError, match=field):
-        config_from_mapping(LocalWindowConfig, values, "local_window_attention")
+        parse(LocalWindowConfig, values, "local_window_attention")
 
 
 @pytest.mark.parametrize("values, field", [({"block_size": True}, "block_size"), ({"min_length": "8"}, "min_length"),
                                            ({"window": 8}, "window")])
 def test_wrong_types_and_unknown_keys_raise(values, field):
     with pytest.raises(ValueError, match=field):
-        config_from_mapping(LocalWindowConfig, values, "local_window_attention")
+        parse(LocalWindowConfig, values, "local_window_attention")
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -148,7 +149,7 @@ REQUESTS = [
 @pytest.mark.parametrize("block_size, min_length", [(8, 0), (5, 0), (16, 60)])
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, block_size, min_length):
     before = runtime_fingerprint(runtime)
-    candidate = PASS.apply(runtime, LocalWindowConfig(block_size=block_size, min_length=min_length))
+    candidate = lo.apply(runtime, LocalWindowConfig(block_size=block_size, min_length=min_length))
     assert runtime_fingerprint(runtime) == before
     assert runtime.kernels.sliding_attention is dense_sliding_attention and runtime.applied == ()
     metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics
@@ -157,7 +158,7 @@ def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, block_
     # Only the sliding kernel changes: full layers and the head keep theirs.
     assert dataclasses.replace(candidate.kernels, sliding_attention=dense_sliding_attention) == runtime.kernels
     assert candidate.applied == ("local_window_attention",)
-    assert candidate.identity == runtime.identity + "+local_window_attention"
+    assert candidate.identity.startswith(runtime.identity + "+local_window_attention")
     report = candidate.info["local_window_attention"]
     assert report["window"] == 4 and report["sliding_layers"] == 2 and report["block_size"] == block_size
 

@@ -1,4 +1,4 @@
-"""The quantize_encoder pass: selection, checks, input immutability, fidelity, modes and sensitivity."""
+"""The quantize_encoder pass: selection, checks, input immutability, fidelity and modes."""
 import json
 
 import mlx.core as mx
@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from laya_opt import quantization
+import laya_opt as lo
+from laya_opt import quant
 from laya_opt.decode import answer_probabilities
 from laya_opt.runtime import load_runtime
-from passes.quantize_encoder import PASS, coverage_of, layer_sensitivity, sensitivity_table
+from laya_opt.passes.quantize_encoder import PASS
 
 from conftest import write_tiny_checkpoint
 
@@ -30,7 +31,7 @@ def runtime(tmp_path_factory):
 
 
 def quantize(runtime, **values):
-    return PASS.apply(runtime, PASS.make_config({"group_size": 32, **values}))
+    return lo.apply(runtime, PASS.make_config({"group_size": 32, **values}))
 
 
 def probabilities(runtime):
@@ -63,7 +64,7 @@ def test_input_runtime_is_unchanged(runtime):
 
 def test_default_selection_is_the_encoder_linears_only(runtime):
     model = quantize(runtime).model
-    kinds = {path: type(module) for path, module in quantization.weight_modules(model).items()}
+    kinds = {path: type(module) for path, module in quant.weight_modules(model).items()}
     packed = sorted(path for path, kind in kinds.items() if kind is nn.QuantizedLinear)
     assert packed == sorted(f"encoder.layers.{i}.{name}" for i in range(3)
                             for name in ("attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"))
@@ -85,7 +86,7 @@ def test_explicit_action_head_selection_is_an_error_naming_it(runtime):
 def test_default_selection_that_does_not_fit_the_group_is_an_error(runtime):
     # The fixture's intermediate_size 96 is not a multiple of 64: every mlp.Wo is named, nothing is skipped.
     with pytest.raises(ValueError) as raised:
-        PASS.apply(runtime, PASS.make_config({}))
+        lo.apply(runtime, PASS.make_config({}))
     message = str(raised.value)
     assert "cannot quantize 3 selected module(s)" in message
     for index in range(3):
@@ -107,7 +108,7 @@ def test_include_and_exclude_choose_modules_by_path(runtime):
     ({"mode": "mxfp4"}, "bits 8 is not supported by mode 'mxfp4'"),
     ({"mode": "mxfp4", "bits": 4}, "group_size 64 is not supported by mode 'mxfp4'; choose one of \\[32\\]"),
     ({"mode": "int8"}, "mode 'int8'"),
-    ({"include": []}, "include must name at least one"),
+    ({"include": []}, "quantize_encoder.include: must not be empty"),
     ({"exclude": [" encoder.layers.0"]}, "exclude: selector"),
     ({"bits": "8"}, "quantize_encoder.bits: expected an integer"),
     ({"sensitivity": True}, "unknown key"),
@@ -121,14 +122,14 @@ def test_an_unsupported_mode_names_mode_device_and_version(runtime, monkeypatch)
     def no_fp_formats(weight, group_size=None, bits=None, mode="affine", **kwargs):
         raise ValueError(f"[quantize] unknown mode {mode}")
 
-    quantization._probe.cache_clear()
+    quant._probe.cache_clear()
     monkeypatch.setattr(mx, "quantize", no_fp_formats)
     try:
         with pytest.raises(ValueError, match=rf"mode 'mxfp8' .* not supported by MLX {mx.__version__} on "):
             quantize(runtime, bits=8, mode="mxfp8")
     finally:
         monkeypatch.undo()
-        quantization._probe.cache_clear()
+        quant._probe.cache_clear()
 
 
 def test_manifest_goes_into_info_and_renders(runtime):
@@ -137,12 +138,12 @@ def test_manifest_goes_into_info_and_renders(runtime):
     assert report["scheme"] == {"bits": 4, "group_size": 32, "mode": "affine"}
     rows = report["coverage"]["rows"]
     assert sum(row["status"] == "quantized" for row in rows) == 12
-    assert {row["detail"] for row in rows if row["path"].startswith("act_head.")} == {quantization.ACTION_HEAD_REASON}
+    assert {row["detail"] for row in rows if row["path"].startswith("act_head.")} == {quant.ACTION_HEAD_REASON}
     assert report["coverage"]["bits_per_weight_after"] < report["coverage"]["bits_per_weight_before"] == 32.0
     json.dumps(report)  # plain data for the stage report
-    assert coverage_of(quantized).row_count == len(rows)
-    with pytest.raises(ValueError, match="not produced by quantize_encoder"):
-        coverage_of(runtime)
+    (table,) = report["tables"]
+    assert len(table["rows"]) == len(rows) and table["columns"][0] == "module"
+    assert report["summary"].startswith("12 of ") and "bits/weight" in report["summary"]
 
 
 def test_quantized_outputs_drift_by_bits(runtime):
@@ -162,29 +163,3 @@ def test_fp_modes_run_and_are_recorded(runtime, mode, bits):
     layer = quantized.model.encoder.layers[0].attn.Wqkv
     assert layer.mode == mode and "biases" not in layer and layer.scales.dtype == mx.uint8
     assert all(np.all(np.isfinite(p)) for p in probabilities(quantized))
-
-
-def test_layer_sensitivity_ranks_every_layer(runtime):
-    rows = layer_sensitivity(runtime, REQUESTS, bits=2, group_size=32)
-    assert [row["rank"] for row in rows] == [1, 2, 3]
-    assert sorted(row["unit"] for row in rows) == ["encoder.layers.0", "encoder.layers.1", "encoder.layers.2"]
-    keys = [(-row["argmax_flips"], -row["max_abs_dp"]) for row in rows]
-    assert keys == sorted(keys)
-    assert all(row["modules"] == 4 and row["questions"] == 4 for row in rows)
-    # Each row is what quantizing that layer alone does.
-    worst = rows[0]
-    alone = probabilities(quantize(runtime, bits=2, include=[worst["unit"]]))
-    direct = max(float(np.max(np.abs(a - b))) for a, b in zip(probabilities(runtime), alone))
-    assert worst["max_abs_dp"] == pytest.approx(direct, abs=1e-9) and direct > 0
-    assert sensitivity_table(rows).row_count == 3
-
-
-def test_linear_sensitivity_and_bad_arguments(runtime):
-    rows = layer_sensitivity(runtime, REQUESTS[:1], bits=4, group_size=32, unit="linear")
-    assert len(rows) == 12 and all(row["modules"] == 1 for row in rows)
-    with pytest.raises(ValueError, match="unit must be one of layer, linear"):
-        layer_sensitivity(runtime, REQUESTS, unit="block")
-    with pytest.raises(ValueError, match="at least one request"):
-        layer_sensitivity(runtime, (), group_size=32)
-    with pytest.raises(ValueError, match="request 0: expected an EvalRequest"):
-        layer_sensitivity(runtime, ["hello"], group_size=32)

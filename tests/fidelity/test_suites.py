@@ -2,29 +2,23 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from fidelity.generator import generate
-from fidelity.lexicon import LANGUAGES
-from fidelity.suites import (QTYPES, Suite, SuiteError, dump_suite, load_suite, parse_suite, question_key,
-                             write_suite)
-from fidelity.workloads import WORKLOADS, build_workload
+from laya_opt.fidelity.generator import generate
+from laya_opt.fidelity.lexicon import LANGUAGES
+from laya_opt.fidelity.make_suites import build_suites
 
-REPO = Path(__file__).resolve().parents[1]
-SUITES_DIR = REPO / "fidelity" / "suites"
+from laya_opt.fidelity.suites import QTYPES, Suite, SuiteError, dump_suite, load_suite, parse_suite, question_key
+from laya_opt.resources import suites_dir
+from laya_opt.fidelity.workloads import WORKLOADS, build_workload
+
+REPO = Path(__file__).resolve().parents[2]
+SUITES_DIR = suites_dir()
 SHIPPED = ("heldout", "calib", "smoke", "duplicated")
-
-
-def _load_make_suites():
-    spec = importlib.util.spec_from_file_location("make_suites", REPO / "fidelity" / "make_suites.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +29,7 @@ def suites() -> dict[str, Suite]:
 # --- Shipped suites ----------------------------------------------------------------------------------
 
 def test_shipped_files_equal_a_fresh_build():
-    built = _load_make_suites().build_suites()
+    built = build_suites()
     assert set(built) == set(SHIPPED)
     for name, data in built.items():
         assert (SUITES_DIR / f"{name}.jsonl").read_bytes() == data, f"{name}.jsonl is stale: run make_suites"
@@ -82,12 +76,12 @@ def test_smoke_calib_and_duplicated_sizes(suites):
         assert by_id[rid].questions[rq] == record.questions[qid] and by_id[rid].state == record.state
 
 
-def test_write_suite_round_trip(tmp_path):
+def test_dump_suite_round_trip(tmp_path):
     records = generate("calib", 5, 1)
-    suite = write_suite(tmp_path / "x.jsonl", "x", records, generator_seed=1, description="d")
+    data = dump_suite("x", records, generator_seed=1, description="d")
+    (tmp_path / "x.jsonl").write_bytes(data)
     again = load_suite(tmp_path / "x.jsonl")
-    assert again == suite and again.records[0].to_json() == records[0].to_json()
-    assert dump_suite("x", records, generator_seed=1, description="d") == (tmp_path / "x.jsonl").read_bytes()
+    assert again == parse_suite(data, tmp_path / "x.jsonl") and again.records[0].to_json() == records[0].to_json()
 
 
 # --- Strict loading: every error names file and line -------------------------------------------------
@@ -142,7 +136,7 @@ CASES = {
     "unknown question key": (_mutate_question("score", lambda o, q: o["questions"][q].update(hint="x")),
                              "unknown key"),
     "missing instructions": (_mutate_question("noul", lambda o, q: o["questions"][q].pop("instructions")),
-                             "missing instructions"),
+                             "'instructions' is missing"),
     "empty choice criteria": (_mutate_question("choice", lambda o, q: o["questions"][q].update(criteria=[])),
                               "empty"),
     "choice label not an option": (_mutate_question("choice", lambda o, q: o["labels"].update({q: "nope"})),
@@ -153,9 +147,9 @@ CASES = {
                               "level index"),
     "noul label not bool": (_mutate_question("noul", lambda o, q: o["labels"].update({q: 1})), "must be a bool"),
     "noul labels not distinct": (_mutate_question("noul", lambda o, q: o["questions"][q].update(
-        labels={"false": "A", "true": "A"})), "distinct"),
+        labels={"false": "A", "true": "A"})), "noul labels must differ"),
     "noul criteria bad key": (_mutate_question("noul", lambda o, q: o["questions"][q].update(
-        criteria={"maybe": "x"})), "false/true"),
+        criteria={"maybe": "x"})), "noul criteria key 'maybe' is not 'false' or 'true'"),
     "score criteria with null": (_mutate_question("score", lambda o, q: o["questions"][q]["criteria"].append(None)),
                                  "null"),
     "tag type mismatch": (_mutate_question("score", lambda o, q: o["tags"][q].update(type="noul")), "does not match"),
@@ -216,14 +210,14 @@ EXPECTED = {"short-1": 1, "short-16": 16, "short-50": 50, "long-1": 1, "long-10"
 
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_workload_counts_and_distinctness(name):
-    workload = build_workload(name, SUITES_DIR)
+    workload = build_workload(name)
     assert workload.name == name and len(workload.requests) == 1
     assert workload.n_questions == EXPECTED[name]
     state, questions = workload.requests[0]
     keys = [question_key(q) for q in questions.values()]
     assert len(set(keys)) == len(keys)
     assert list(questions) == [f"q{i:02d}" for i in range(len(questions))]
-    assert workload == build_workload(name, SUITES_DIR)
+    assert workload == build_workload(name)
     assert not isinstance(state, list)
 
 
@@ -243,6 +237,6 @@ def test_workload_shapes():
 
 def test_unknown_workload_lists_known_names():
     with pytest.raises(ValueError) as info:
-        build_workload("huge-9", SUITES_DIR)
+        build_workload("huge-9")
     for name in WORKLOADS:
         assert name in str(info.value)

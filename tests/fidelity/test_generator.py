@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from fidelity import lexicon as lx
-from fidelity.generator import LAYOUT_WORDS, SPLITS, _stream, generate, iter_training_records
-from fidelity.suites import dump_suite, option_texts, parse_suite, render_instructions
-from fidelity.templates import TEMPLATE_GROUPS
+from laya_opt.fidelity import lexicon as lx
+from laya_opt.fidelity.generator import LAYOUT_WORDS, SPLITS, _stream, generate, iter_training_records
+from laya_opt.fidelity.suites import dump_suite, parse_suite
+from laya_opt.prompt import render_value as render_instructions, validate_question
+from laya_opt.fidelity.templates import TEMPLATE_GROUPS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = REPO / "checkpoints" / "tokenizer"
 MAX_LEN = 256
 CUE_BUDGET = 150   # state tokens kept even under a full head: 256 - (96 + 3) - 1 = 156, minus slack
@@ -182,7 +183,7 @@ def _check_record(record) -> None:
     for qid, q in record.questions.items():
         label = record.labels[qid]
         family = re.sub(r"_\d+$", "", qid)
-        texts = option_texts(q)
+        texts = validate_question('?', q).option_texts
         if family in ("department", "product"):
             pool = lx.DEPARTMENTS if family == "department" else lx.PRODUCTS
             keys = list(q["criteria"])
@@ -289,7 +290,7 @@ def test_option_pieces_round_trip(codec, heldout_sample):
     checked = 0
     for record in generate("train", 200, 2) + heldout_sample[:200]:
         for q in record.questions.values():
-            for text in option_texts(q):
+            for text in validate_question('?', q).option_texts:
                 if "[MASK]" in text:
                     continue
                 ids = codec.encode(" " + text)

@@ -8,10 +8,10 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from fidelity.checker import (EvalRequest, Outputs, evaluate, label_index, predicted_index, question_output,
-                              requests_from_suite, requests_from_workload)
-from fidelity.gates import all_passed, check_gates, default_gates
-from fidelity.metrics import compare
+from laya_opt.fidelity.checker import (EvalRequest, Outputs, evaluate, label_index, predicted_index, question_output,
+                              requests_from_suite)
+from laya_opt.fidelity.gates import check_gates, default_gates
+from laya_opt.fidelity.metrics import compare
 from laya_opt.batching import insertion_order_planner
 from laya_opt.prompt import prepare_request
 from laya_opt.runtime import Runtime, clone_model, eager_forward, load_runtime
@@ -30,6 +30,10 @@ REQUESTS = (
     EvalRequest("r2", [{"role": "user", "content": "hello there"}], dict(QUESTIONS)),
 )
 QUESTION_COUNT = 7
+
+def all_passed(results) -> bool:
+    return all(result.passed for result in results)
+
 
 
 @pytest.fixture(scope="module")
@@ -276,22 +280,12 @@ def test_requests_from_suite_groups_records_by_id():
         requests_from_suite(suite)
 
 
-def test_requests_from_workload_names_each_request(runtime):
-    workload = SimpleNamespace(name="short-2", requests=(("hello", QUESTIONS), ("hello world", QUESTIONS)))
-    requests = requests_from_workload(workload)
-    assert [r.record_id for r in requests] == ["short-2#0", "short-2#1"]
-    assert all(r.labels is None for r in requests)
-    outputs = evaluate(runtime, requests)
-    assert len(outputs.questions) == 6 and not outputs.labelled()
-    assert "accuracy_delta" not in compare(outputs, outputs).metrics
-
-
 def test_requests_from_a_real_suite_evaluate(runtime):
     from pathlib import Path
 
-    from fidelity.suites import load_suite
+    from laya_opt.fidelity.suites import load_suite
 
-    suite = load_suite(Path(__file__).resolve().parents[1] / "fidelity" / "suites" / "smoke.jsonl")
+    suite = load_suite(Path(__file__).resolve().parents[2] / "fidelity" / "suites" / "smoke.jsonl")
     requests = requests_from_suite(suite)
     assert all(isinstance(tag, dict) for request in requests for tag in request.tags.values())
     outputs = evaluate(runtime, requests[:2])

@@ -4,14 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from fidelity.checker import evaluate, requests_from_suite
-from fidelity.metrics import accuracy
-from fidelity.suites import load_suite
+from laya_opt.fidelity.checker import evaluate, requests_from_suite
+from laya_opt.fidelity.metrics import accuracy
+from laya_opt.fidelity.suites import load_suite
 from laya_opt.checkpoint import load_checkpoint
 from laya_opt.config import architecture, parameter_count
 from laya_opt.runtime import load_runtime
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "checkpoints" / "laya-tiny"
 
 
@@ -25,6 +25,15 @@ def test_standin_is_the_standin_architecture_in_upstream_layout():
     assert (STANDIN / "model.safetensors").stat().st_size <= 25 * 2**20
 
 
+def test_standin_reproduces_its_recorded_smoke_accuracy():
+    recorded = json.loads((STANDIN / "training_metrics.json").read_text())["smoke_calibrated"]["overall"]
+    suite = load_suite(ROOT / "fidelity" / "suites" / "smoke.jsonl")
+    outputs = evaluate(load_runtime(STANDIN, dtype="float32", batch_size=32), requests_from_suite(suite))
+    assert len(outputs.questions) == recorded["n"]
+    assert accuracy(outputs.questions) == pytest.approx(recorded["accuracy"], abs=1e-9)
+
+
+@pytest.mark.slow
 def test_standin_reproduces_its_recorded_heldout_accuracy():
     recorded = json.loads((STANDIN / "training_metrics.json").read_text())["heldout_calibrated"]["overall"]
     suite = load_suite(ROOT / "fidelity" / "suites" / "heldout.jsonl")

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from laya_opt.prompt import prepare_request
 from laya_opt.tokens import load_codec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "checkpoints"))
 
-from fidelity import lexicon  # noqa: E402
-from fidelity.generator import generate  # noqa: E402
-from fidelity.suites import QuestionTag, SuiteRecord  # noqa: E402
+from laya_opt.fidelity import lexicon  # noqa: E402
+from laya_opt.fidelity.generator import generate  # noqa: E402
+from laya_opt.fidelity.suites import QuestionTag, SuiteRecord  # noqa: E402
 from standin_data import (NO_FACT, OPTION_TOKENS, batch_arrays, fixed_batches, load_packed, pack,  # noqa: E402
                           save_packed, stop_token_ids)
 from train_standin import (FACT_IDS, MatchProbe, fact_token_table, matching_loss, noul_target,  # noqa: E402
@@ -267,14 +267,18 @@ def test_match_probe_polarity_reads_the_mean_of_the_real_markers():
     assert logits.shape == (1, 2, 2) and mx.allclose(logits[0], expected, atol=1e-5).item()
 
 
-def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_path, capsys):
+@pytest.mark.parametrize("suites, heldout_n", [
+    (["--heldout-suite", "smoke", "--calib-suite", "smoke"], 30),
+    pytest.param([], 558, marks=pytest.mark.slow),  # the shipped recipe's suites
+])
+def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_path, capsys, suites, heldout_n):
     from laya_opt.checkpoint import load_checkpoint
     from train_standin import main
 
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--eval-every", "2"]
+            "--eval-every", "2", *suites]
     assert main([str(a) for a in args]) == 0
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "held-out accuracy" in printed
@@ -282,7 +286,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert checkpoint.encoder_config.hidden_size == 64
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0
-    assert metrics["heldout_calibrated"]["overall"]["n"] == 558
+    assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()
     # An existing output directory is never replaced without --force.
     with pytest.raises(SystemExit) as refused:

@@ -1,5 +1,5 @@
-"""Weight-only group quantization: schemes, module selection by path, group-width checks, the coverage
-manifest and the quantized checkpoint format (spec §3.6, §12.5, §13.1-13.3).
+"""Weight-only group quantization: schemes, module selection by path, group-width checks and the coverage
+manifest (spec §12.5, §13.1-13.3). The quantized checkpoint format lives in `checkpoint.py`.
 
 Selection is by module path, never by substring: `"layers." in path` also matches `head.layers.*`,
 `scorer.layers.*` and `act_head.layers.*` (§13.3). The action head is never quantized: its first
@@ -11,15 +11,12 @@ import fnmatch
 import functools
 from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from .checkpoint import dtype_name, save_checkpoint
-from .config import encoder_config_dict
 
 # mode -> (allowed group sizes, allowed bits), as mx.quantize documents them.
 SCHEMES = {
@@ -215,10 +212,12 @@ class CoverageManifest:
         data["rows"] = [dict(row, shape=list(row["shape"])) for row in data["rows"]]
         return data
 
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "CoverageManifest":
-        rows = tuple(CoverageRow(**dict(row, shape=tuple(row["shape"]))) for row in data["rows"])
-        return cls(**dict(data, rows=rows))
+    def table(self) -> dict:
+        """One row per module, as the generic report table of a pass report."""
+        return {"title": "Quantization coverage", "columns": ["module", "kind", "shape", "status", "scheme / reason",
+                                                             "bytes before", "bytes after"],
+                "rows": [[row.path, row.kind, f"{row.shape[0]}x{row.shape[1]}", row.status, row.detail,
+                          f"{row.bytes_before:,}", f"{row.bytes_after:,}"] for row in self.rows]}
 
 
 def _row(path: str, module: nn.Module, itemsize: int, kept_reason: str) -> CoverageRow:
@@ -245,29 +244,11 @@ def coverage_manifest(model: nn.Module, dense_dtype: mx.Dtype, kept_reasons: Map
     elements = sum(r.shape[0] * r.shape[1] for r in rows)
     quantized = sum(r.shape[0] * r.shape[1] for r in rows if r.status == "quantized")
     model_after = sum(value.nbytes for _, value in tree_flatten(model.parameters()))
-    return CoverageManifest(rows=rows, dense_dtype=dtype_name(dense_dtype), weight_bytes_before=before,
+    return CoverageManifest(rows=rows, dense_dtype=str(dense_dtype).removeprefix('mlx.core.'), weight_bytes_before=before,
                             weight_bytes_after=after, model_bytes_before=model_after - after + before,
                             model_bytes_after=model_after, bits_per_weight_before=8 * before / elements,
                             bits_per_weight_after=8 * after / elements,
                             quantized_weight_fraction=quantized / elements)
-
-
-def coverage_table(manifest: CoverageManifest):
-    """The manifest as a rich Table (one row per module, totals in the caption)."""
-    from rich.table import Table
-
-    table = Table(title="quantization coverage",
-                  caption=(f"weights {manifest.weight_bytes_before:,} -> {manifest.weight_bytes_after:,} B; "
-                           f"{manifest.bits_per_weight_before:.3f} -> {manifest.bits_per_weight_after:.3f} "
-                           f"bits/weight; model {manifest.model_bytes_before:,} -> {manifest.model_bytes_after:,} B; "
-                           f"{manifest.quantized_weight_fraction:.1%} of weights quantized"))
-    for name, justify in (("module", "left"), ("kind", "left"), ("shape", "right"), ("status", "left"),
-                          ("scheme / reason", "left"), ("bytes before", "right"), ("bytes after", "right")):
-        table.add_column(name, justify=justify)
-    for row in manifest.rows:
-        table.add_row(row.path, row.kind, f"{row.shape[0]}x{row.shape[1]}", row.status, row.detail,
-                      f"{row.bytes_before:,}", f"{row.bytes_after:,}")
-    return table
 
 
 def coverage_summary(manifest: CoverageManifest) -> str:
@@ -281,138 +262,3 @@ def coverage_summary(manifest: CoverageManifest) -> str:
             f"{manifest.bits_per_weight_before:.3f} -> {manifest.bits_per_weight_after:.3f} bits/weight "
             f"({manifest.dense_dtype} dense), {manifest.quantized_weight_fraction:.1%} of weights quantized"
             + (f"; {kept}" if kept else ""))
-
-
-def stage_coverage(pass_info: Mapping) -> CoverageManifest | None:
-    """The coverage manifest a quantizing pass left in a stage's pass_info, if any."""
-    for value in pass_info.values():
-        if isinstance(value, Mapping) and isinstance(value.get("coverage"), Mapping):
-            return CoverageManifest.from_dict(value["coverage"])
-    return None
-
-
-# ----------------------------------------------------------------------------- checkpoint format
-
-
-def quantization_metadata(model: nn.Module) -> dict:
-    """The `quantization` entry of mlx_config.json: the most common scheme on top, every module listed."""
-    modules = {path: {"bits": m.bits, "group_size": m.group_size, "mode": m.mode}
-               for path, m in weight_modules(model).items() if isinstance(m, QUANTIZED_TYPES)}
-    if not modules:
-        raise ValueError("the model has no quantized modules; save it with checkpoint.save_checkpoint instead")
-    common = Counter(tuple(entry.values()) for entry in modules.values()).most_common(1)[0][0]
-    return {"bits": common[0], "group_size": common[1], "mode": common[2],
-            "quantize_heads": any(path.startswith(HEAD_PREFIXES) for path in modules), "modules": modules}
-
-
-def save_quantized(runtime_or_model, out_dir: str | Path, *, tokenizer_dir: str | Path | None = None,
-                   encoder_raw: dict | None = None, agent_raw: dict | None = None, dtype=None) -> Path:
-    """Write a quantized runtime (or model) as an MLX-layout checkpoint with its quantization metadata.
-
-    Packed uint32 weights, scales and biases go into model.safetensors unchanged; floating tensors are
-    cast to `dtype` if given. A runtime brings its tokenizer from `info["checkpoint"]`; a bare model
-    needs `tokenizer_dir`.
-    """
-    model = getattr(runtime_or_model, "model", runtime_or_model)
-    if tokenizer_dir is None:
-        source = getattr(runtime_or_model, "info", {}).get("checkpoint")
-        if source is None:
-            raise ValueError("save_quantized: pass tokenizer_dir (the model carries no checkpoint path)")
-        tokenizer_dir = Path(source) / "tokenizer"
-    if not Path(tokenizer_dir).is_dir():
-        raise FileNotFoundError(f"save_quantized: tokenizer directory {tokenizer_dir} does not exist")
-    encoder_raw = encoder_raw if encoder_raw is not None else encoder_config_dict(model.encoder_config)
-    agent_raw = agent_raw if agent_raw is not None else dict(model.agent_config.raw)
-    if not agent_raw:
-        raise ValueError("save_quantized: the agent config has no raw mapping; pass agent_raw")
-    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir, dtype=dtype, layout="mlx",
-                           mlx_config={"quantization": quantization_metadata(model)})
-
-
-def _listed_schemes(quant_meta: Any, tensors: Mapping[str, mx.array], source: str) -> dict[str, QuantScheme]:
-    if not isinstance(quant_meta, Mapping):
-        raise ValueError(f"{source}: quantization must be an object, got {type(quant_meta).__name__}")
-    if not isinstance(quant_meta.get("quantize_heads", False), bool):
-        raise ValueError(f"{source}: quantization.quantize_heads must be true/false")
-    top = {key: quant_meta[key] for key in ("bits", "group_size", "mode") if key in quant_meta}
-    modules = quant_meta.get("modules")
-    if modules is None:
-        # Port exports (§3.6) record only bits and group size: the quantized modules are those with scales.
-        modules = {name[: -len(".scales")]: {} for name in tensors if name.endswith(".scales")}
-        if not modules:
-            raise ValueError(f"{source}: quantization is present but no tensor has scales")
-    if not isinstance(modules, Mapping):
-        raise ValueError(f"{source}: quantization.modules must map module path -> scheme")
-    schemes = {}
-    for path, entry in modules.items():
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"{source}: quantization.modules[{path!r}] must be an object")
-        merged = {"mode": "affine", **top, **entry}
-        missing = [key for key in ("bits", "group_size") if key not in merged]
-        if missing:
-            raise ValueError(f"{source}: quantization.modules[{path!r}] has no {' or '.join(missing)}")
-        check_scheme(merged["bits"], merged["group_size"], merged["mode"], f"{source}: module {path}")
-        schemes[path] = QuantScheme(merged["bits"], merged["group_size"], merged["mode"])
-    return schemes
-
-
-def _dtype_text(dtype: mx.Dtype) -> str:
-    return str(dtype).removeprefix("mlx.core.")
-
-
-def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors: Mapping[str, mx.array]) -> list[str]:
-    rows, width = module.weight.shape
-    problems = quantization_problems({path: module}, scheme, {path: "quantization.modules"})
-    if problems:
-        return problems
-    packed, scales, biases = (tensors.get(f"{path}.{name}") for name in ("weight", "scales", "biases"))
-    groups = (rows, width // scheme.group_size)
-    if packed is None:
-        problems.append(f"{path}: listed as quantized but there is no {path}.weight tensor")
-    elif packed.dtype != mx.uint32:
-        problems.append(f"{path}: packed weight is {_dtype_text(packed.dtype)}, expected uint32")
-    elif tuple(packed.shape) != (rows, width * scheme.bits // 32):
-        problems.append(f"{path}: packed weight shape {tuple(packed.shape)} does not match {scheme.label} "
-                        f"for ({rows}, {width}); expected {(rows, width * scheme.bits // 32)}")
-    if scales is None:
-        problems.append(f"{path}: listed as quantized but there is no {path}.scales tensor")
-    elif tuple(scales.shape) != groups:
-        problems.append(f"{path}: scales shape {tuple(scales.shape)} is inconsistent with {scheme.label} "
-                        f"for ({rows}, {width}); expected {groups}")
-    elif (scheme.mode == "affine") != mx.issubdtype(scales.dtype, mx.floating):
-        problems.append(f"{path}: scales dtype {_dtype_text(scales.dtype)} does not fit mode {scheme.mode!r}")
-    if scheme.mode == "affine" and biases is None:
-        problems.append(f"{path}: affine mode needs a {path}.biases tensor")
-    elif scheme.mode == "affine" and tuple(biases.shape) != groups:
-        problems.append(f"{path}: biases shape {tuple(biases.shape)} is inconsistent with {scheme.label}; "
-                        f"expected {groups}")
-    elif scheme.mode != "affine" and biases is not None:
-        problems.append(f"{path}: mode {scheme.mode!r} has no biases but {path}.biases is present")
-    return problems
-
-
-def apply_quantization_structure(model: nn.Module, quant_meta: Any, tensors: Mapping[str, mx.array],
-                                 source: str) -> None:
-    """Turn the listed modules of a freshly built dense model into quantized ones before strict binding.
-
-    Every listed module must have consistent packed weight / scales / biases tensors, and every
-    quantized tensor set must belong to a listed module; all problems are reported at once.
-    """
-    schemes = _listed_schemes(quant_meta, tensors, source)
-    candidates = dense_modules(model)
-    problems = []
-    for path, scheme in schemes.items():
-        if path not in candidates:
-            problems.append(f"{path}: listed in quantization.modules but the model has no Linear or Embedding there")
-        else:
-            problems += _tensor_problems(path, candidates[path], scheme, tensors)
-    for name, value in tensors.items():
-        module_path, _, leaf = name.rpartition(".")
-        packed = leaf == "weight" and value.dtype == mx.uint32
-        if (leaf in ("scales", "biases") or packed) and module_path not in schemes:
-            problems.append(f"{module_path}: has quantized tensor {name} but quantization.modules does not list it")
-    if problems:
-        raise ValueError(f"{source}: quantization metadata does not match the tensors:\n  " + "\n  ".join(problems))
-    for scheme in set(schemes.values()):
-        check_mode_supported(scheme)
-    quantize_modules(model, schemes)

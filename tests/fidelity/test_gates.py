@@ -6,11 +6,15 @@ import math
 import pytest
 import yaml
 
-from fidelity.gates import (Gate, GateResult, all_passed, check_gates, default_gates, parse_gate, parse_gates)
+from laya_opt.fidelity.gates import (Gate, GateResult, check_gates, default_gates, parse_gate, parse_gates)
 
 PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
            "decisive_agreement": 1.0,
            "max_abs_dp": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
+
+def all_passed(results) -> bool:
+    return all(result.passed for result in results)
+
 
 
 def test_gate_ops():
@@ -52,14 +56,14 @@ gates:
 
 @pytest.mark.parametrize("spec, message", [
     ("max_abs_dp < 1e-4", r"stage\.gates\[0\]: cannot parse gate 'max_abs_dp < 1e-4'"),
-    ("max_abs_dp <= tiny", r"stage\.gates\[0\] \(threshold\): threshold must be a number, got 'tiny'"),
-    ("max_abs_dp <= inf", r"stage\.gates\[0\] \(threshold\): threshold must be finite"),
-    ("argmax_agreemnt >= 1", r"stage\.gates\[0\] \(metric\): unknown metric 'argmax_agreemnt'; known: "),
+    ("max_abs_dp <= tiny", r"stage\.gates\[0\]\.threshold: expected a number, got 'tiny'"),
+    ("max_abs_dp <= inf", r"stage\.gates\[0\]\.threshold: expected a finite number"),
+    ("argmax_agreemnt >= 1", r"stage\.gates\[0\]\.metric: 'argmax_agreemnt' is not one of .*argmax_agreement"),
     ({"metric": "max_abs_dp", "op": "<="}, r"stage\.gates\[0\]\.threshold: missing"),
-    ({"metric": "max_abs_dp", "op": "<", "threshold": 1}, r"stage\.gates\[0\]\.op: op '<' is not one of"),
-    ({"metric": "max_abs_dp", "op": "<=", "threshold": True}, r"stage\.gates\[0\]\.threshold: threshold must"),
-    ({"metric": "max_abs_dp", "op": "<=", "threshold": [1]}, r"stage\.gates\[0\]\.threshold: threshold must"),
-    ({"metric": 3, "op": "<=", "threshold": 1}, r"stage\.gates\[0\]\.metric: unknown metric 3"),
+    ({"metric": "max_abs_dp", "op": "<", "threshold": 1}, r"stage\.gates\[0\]\.op: '<' is not one of"),
+    ({"metric": "max_abs_dp", "op": "<=", "threshold": True}, r"stage\.gates\[0\]\.threshold: expected a number"),
+    ({"metric": "max_abs_dp", "op": "<=", "threshold": [1]}, r"stage\.gates\[0\]\.threshold: expected a number"),
+    ({"metric": 3, "op": "<=", "threshold": 1}, r"stage\.gates\[0\]\.metric: expected a string, got integer 3"),
     ({"metric": "max_abs_dp", "op": "<=", "threshold": 1, "thresh": 2}, r"stage\.gates\[0\]: unknown key\(s\) thresh"),
     ({"metric": "accuracy_delta", "op": ">=", "threshold": 0, "requires_labels": "yes"},
      r"stage\.gates\[0\]\.requires_labels: expected true/false"),
@@ -130,7 +134,7 @@ def _table(gates):
 def test_default_incremental_exact():
     fp32 = _table(default_gates(True, "float32", "incremental"))
     assert fp32 == {("finite", "=="): 1.0, ("deterministic", "=="): 1.0, ("token_identity", "=="): 1.0,
-                    ("argmax_agreement", ">="): 1.0, ("max_abs_dp", "<="): 1e-4}
+                    ("argmax_agreement", ">="): 1.0, ("max_abs_dp", "<="): 2e-4}
     fp16, bf16 = (_table(default_gates(True, name, "incremental")) for name in ("float16", "bfloat16"))
     assert fp16[("max_abs_dp", "<=")] == 2e-2 and bf16[("max_abs_dp", "<=")] == 6e-2
     assert fp16[("decisive_agreement", ">=")] == bf16[("decisive_agreement", ">=")] == 0.99
@@ -150,7 +154,7 @@ def test_default_cumulative():
                      ("max_abs_dp", "<="): 0.25, ("accuracy_delta", ">="): -0.02}
     assert _table(default_gates(True, "float16", "cumulative")) == loose
     strict = _table(default_gates(True, "float32", "cumulative"))
-    assert strict[("argmax_agreement", ">=")] == 1.0 and strict[("max_abs_dp", "<=")] == 1e-4
+    assert strict[("argmax_agreement", ">=")] == 1.0 and strict[("max_abs_dp", "<=")] == 2e-4
     assert ("deterministic", "==") not in strict
 
 

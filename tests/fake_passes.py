@@ -1,0 +1,153 @@
+"""Passes and requests shared by the pipeline, experiment and runner tests (also a plugin: `plugins: [fake_passes]`)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from laya_opt.batching import insertion_order_planner
+from laya_opt.fidelity.checker import EvalRequest
+from laya_opt.fidelity.suites import QuestionTag, SuiteRecord, dump_suite
+from laya_opt.passes_api import PassSpec
+from laya_opt.runtime import clone_model
+from laya_opt.tokens import TextCodec
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    scale: float = 5.0
+    seed: int = 0
+
+
+def add_scorer_noise(runtime, config, data):
+    """Corrupts outputs on a clone: noise on the scorer's hidden bias changes every option's score."""
+    model = clone_model(runtime.model)
+    layer = model.scorer.layers[1]
+    noise = config.scale * mx.random.normal(layer.bias.shape, key=mx.random.key(config.seed))
+    layer.bias = layer.bias + noise.astype(layer.bias.dtype)
+    return runtime.replace(model=model), {"scale": config.scale}
+
+
+NOISY = PassSpec(name="noisy_scorer", config_type=NoiseConfig, apply=add_scorer_noise, exact=True,
+                 description="test: adds noise to the scorer bias", replaces=frozenset({"model"}))
+
+
+@dataclass(frozen=True)
+class NoteConfig:
+    note: str = "hello"
+
+
+NOTE = PassSpec(name="note", config_type=NoteConfig, apply=lambda runtime, config, data: (runtime, {"text": config.note}),
+                exact=True, description="test: changes nothing, reports a note", replaces=frozenset({"planner"}))
+
+
+@dataclass(frozen=True)
+class ReversingCodec(TextCodec):
+    """Reverses the ids of every tokenized piece: the model sees the same tokens in another order."""
+
+    def encode(self, text: str) -> list[int]:
+        return super().encode(text)[::-1]
+
+
+@dataclass(frozen=True)
+class EmptyConfig:
+    pass
+
+
+def reverse_tokens(runtime, config, data):
+    codec = ReversingCodec(**{f.name: getattr(runtime.codec, f.name) for f in dataclasses.fields(runtime.codec)})
+    return runtime.replace(codec=codec), {}
+
+
+REVERSE = PassSpec(name="reverse_tokens", config_type=EmptyConfig, apply=reverse_tokens, exact=True,
+                   description="test: permutes token ids before the model", replaces=frozenset({"codec"}))
+# The same transform declaring nothing: apply_pass must refuse the undeclared codec change.
+SNEAKY = dataclasses.replace(REVERSE, name="sneaky_codec", replaces=frozenset())
+
+
+def explode(runtime, config, data):
+    raise RuntimeError("boom")
+
+
+EXPLODE = PassSpec(name="explode", config_type=EmptyConfig, apply=explode, exact=True,
+                   description="test: raises", replaces=frozenset({"kernels"}))
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    group_size: int = 64
+
+
+def capture_model(runtime, config, data):
+    return runtime.replace(forward=lambda model, kernels, batch: runtime.forward(model, kernels, batch)), {}
+
+
+CAPTURE = PassSpec(name="capture_model", config_type=GroupConfig, apply=capture_model, exact=True,
+                   description="test: captures the model in a new forward", replaces=frozenset({"forward"}),
+                   captures=frozenset({"model"}))
+REPLACE_MODEL = PassSpec(name="replace_model", config_type=NoiseConfig, apply=add_scorer_noise, exact=False,
+                         description="test: swaps the model", replaces=frozenset({"model"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL)
+
+
+# ----------------------------------------------------------------------------------------------- mutations
+
+
+def _swap_bias(runtime):
+    layer = runtime.model.scorer.layers[1]
+    layer.bias = layer.bias + 1.0
+
+
+def _write_in_place(runtime):
+    bias = runtime.model.scorer.layers[1].bias
+    bias[0] = 100.0  # keeps the Python object: only the value check can see it
+
+
+def _set_field(runtime):
+    object.__setattr__(runtime, "planner", insertion_order_planner(1))
+
+
+def _write_info(runtime):
+    runtime.info["written"] = True
+
+
+MUTATIONS = {"module attribute": _swap_bias, "array in place": _write_in_place, "runtime field": _set_field,
+             "info entry": _write_info}
+
+
+def mutating_spec(mutate) -> PassSpec:
+    def apply(runtime, config, data):
+        mutate(runtime)
+        return runtime.replace(), {}
+
+    return PassSpec(name="mutator", config_type=EmptyConfig, apply=apply, exact=True,
+                    description="test: mutates its input", replaces=frozenset({"model"}))
+
+
+# ----------------------------------------------------------------------------------------------- requests and suites
+
+QUESTIONS = {
+    "topic": {"type": "choice", "instructions": "pick hello", "criteria": ["a", "b", "c"]},
+    "level": {"type": "score", "instructions": "rate hello", "criteria": ["low", "mid", "high"]},
+    "yes": {"type": "noul", "instructions": "hello hello"},
+}
+LABELS = {"topic": "a", "level": 1, "yes": True}
+# States start "hello hello x": reversing a piece's ids changes them (all other words map to [UNK]).
+REQUESTS = tuple(EvalRequest(f"r{i}", "hello hello x " + "hello world " * (3 * i), QUESTIONS, labels=LABELS)
+                 for i in range(4))
+
+
+def write_suite_file(path, records, name: str = "tiny", description: str = "test suite"):
+    path.write_bytes(dump_suite(name, records, generator_seed=None, description=description))
+    return path
+
+
+def write_tiny_suite(path, name: str = "tiny", records: int = 3):
+    """A labelled suite file in the fidelity format, built from REQUESTS-like records."""
+    tags = {qid: QuestionTag(type=q["type"], language="en", options=len(q.get("criteria") or (0, 0)),
+                             length_class="short") for qid, q in QUESTIONS.items()}
+    rows = [SuiteRecord(id=f"r{i}", state=REQUESTS[i % len(REQUESTS)].state, questions=QUESTIONS,
+                        labels=dict(LABELS), tags=tags) for i in range(records)]
+    return write_suite_file(path, rows, name, "tiny test suite")

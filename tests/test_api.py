@@ -1,0 +1,54 @@
+"""The public API of `laya_opt/__init__.py`, and the README's Python example, executed as written."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import laya_opt as lo
+from laya_opt.errors import InputError, SchemaError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_python_example() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # it must not depend on the checkout as working directory
+    exec(compile(readme_python_example(), "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "2 compile_buckets accepted max |dp|" in printed and "stack end_to_end p50" in printed
+
+
+def test_apply_by_config_name_or_spec_gives_the_same_runtime(tiny_checkpoint_dir):
+    runtime = lo.load(tiny_checkpoint_dir)
+    by_config = lo.apply(runtime, lo.passes.LocalWindowConfig(block_size=8))
+    by_name = lo.apply(runtime, "local_window_attention", block_size=8)
+    assert by_config.identity == by_name.identity and by_config.applied == ("local_window_attention",)
+    with pytest.raises(TypeError, match="either in the config object or as keywords"):
+        lo.apply(runtime, lo.passes.LocalWindowConfig(), block_size=8)
+    with pytest.raises(InputError, match="unknown pass 'nope'"):
+        lo.apply(runtime, "nope")
+    with pytest.raises(SchemaError, match="local_window_attention.block_size: must be >= 1"):
+        lo.apply(runtime, "local_window_attention", block_size=0)
+
+
+def test_load_and_load_suite_name_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        lo.load(tmp_path / "none")
+    with pytest.raises(InputError, match="suite 'nope' not found .*bundled suites: calib, duplicated, heldout"):
+        lo.load_suite("nope")
+    assert lo.load_suite("smoke").name == "smoke"
+
+
+def test_benchmark_needs_runtimes_and_valid_settings(tiny_checkpoint_dir):
+    runtime = lo.load(tiny_checkpoint_dir)
+    with pytest.raises(InputError, match="at least one runtime"):
+        lo.benchmark({})
+    with pytest.raises(SchemaError, match="benchmark: unknown key\\(s\\) request"):
+        lo.benchmark({"a": runtime}, request=3)

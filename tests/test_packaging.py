@@ -1,0 +1,75 @@
+"""A wheel works outside the checkout: built, installed in a fresh venv, run from an unrelated directory."""
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = {"callback": {"type": "noul", "instructions": "The customer wants a call back."},
+             "urgency": {"type": "score", "instructions": "How urgent is this?",
+                         "criteria": ["minor", "serious", "critical"]}}
+EXPERIMENT = """name: wheel-smoke
+candidate_dtype: float32
+suites: [smoke]
+passes:
+  - {name: head_prune_final}
+output_dir: out
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(bin dir, environment) of a fresh venv holding only the wheel; dependencies come from this interpreter."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp / "dist").glob("laya_opt-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True)
+    bin_dir = tmp / "venv" / "bin"
+    subprocess.run([str(bin_dir / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
+    # mlx, numpy, tokenizers, ... from this environment's site-packages; its editable laya_opt hook is a .pth,
+    # which PYTHONPATH entries never run, so only the wheel's laya_opt is importable.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(site.getsitepackages()))
+    return bin_dir, env
+
+
+def run(installed, cwd, *args):
+    bin_dir, env = installed
+    return subprocess.run([str(arg) for arg in args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_the_wheel_imports_under_laya_opt_only(installed, tmp_path):
+    bin_dir, _ = installed
+    done = run(installed, tmp_path, bin_dir / "python", "-c",
+               "import importlib.util as u, laya_opt, laya_opt.passes, laya_opt.fidelity.suites;"
+               "from laya_opt.resources import standin_checkpoint, suite_names;"
+               "print(laya_opt.__file__, standin_checkpoint(), suite_names(),"
+               "      u.find_spec('passes'), u.find_spec('fidelity'))")
+    assert done.returncode == 0, done.stderr
+    module, checkpoint, *rest = done.stdout.split()
+    assert str(bin_dir.parent) in module and str(ROOT) not in module
+    assert (Path(checkpoint) / "model.safetensors").is_file() and str(bin_dir.parent) in checkpoint
+    assert "'heldout'," in done.stdout and done.stdout.rstrip().endswith("None None")
+
+
+def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installed, tmp_path):
+    bin_dir, _ = installed
+    (tmp_path / "q.json").write_text(json.dumps(QUESTIONS))
+    predicted = run(installed, tmp_path, bin_dir / "laya-opt", "predict", "--state",
+                    "It is a minor issue. Please do not call me back.", "--questions", "q.json", "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    assert list(json.loads(predicted.stdout)["answers"]) == ["callback", "urgency"]
+    (tmp_path / "smoke.yaml").write_text(EXPERIMENT)
+    ran = run(installed, tmp_path, bin_dir / "laya-opt", "run", "smoke.yaml", "--quiet")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (results,) = (tmp_path / "out").iterdir()  # relative output_dir: under the working directory
+    assert {p.name for p in results.iterdir()} == {"manifest.json", "stages.jsonl", "report.md", "timings.json"}
+    assert [json.loads(line)["verdict"] for line in (results / "stages.jsonl").read_text().splitlines()] == \
+        ["accepted", "accepted"]

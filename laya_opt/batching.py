@@ -25,6 +25,7 @@ class Batch:
     marker_pos: mx.array      # int32 [B, K], 0 in unused slots
     marker_mask: mx.array     # bool [B, K]
     qtype: mx.array           # int32 [B]
+    real_tokens: int | None = None  # unpadded tokens, known on the host at collation (None: count the mask)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -53,7 +54,8 @@ def collate(items: Sequence[PreparedQuestion], pad_id: int, pad_to_multiple: int
         marker_pos[row, : len(item.markers)] = item.markers
         marker_mask[row, : len(item.markers)] = True
     qtype = np.array([item.qtype for item in items], dtype=np.int32)
-    return Batch(mx.array(ids), mx.array(mask), mx.array(marker_pos), mx.array(marker_mask), mx.array(qtype))
+    return Batch(mx.array(ids), mx.array(mask), mx.array(marker_pos), mx.array(marker_mask), mx.array(qtype),
+                 real_tokens=sum(item.length for item in items))
 
 
 def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
@@ -67,7 +69,39 @@ def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
     rows = batch.input_ids.shape[0]
     ids = mx.concatenate([batch.input_ids, mx.full((rows, extra), pad_id, dtype=mx.int32)], axis=1)
     mask = mx.concatenate([batch.attention_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1)
-    return Batch(ids, mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+    return Batch(ids, mask, batch.marker_pos, batch.marker_mask, batch.qtype, batch.real_tokens)
+
+
+def pad_rows(batch: Batch, rows: int, pad_id: int) -> Batch:
+    """Add dummy rows up to `rows` (batch buckets). Each has one valid token, so its attention rows are
+    finite, and no option slot; rows are independent, so the real rows' outputs do not change."""
+    current, length, slots = batch.shape
+    if rows < current:
+        raise ValueError(f"cannot pad a batch of {current} rows down to {rows}")
+    if rows == current:
+        return batch
+    extra = rows - current
+    mask = mx.zeros((extra, length), dtype=mx.bool_)
+    mask[:, 0] = True
+    return Batch(mx.concatenate([batch.input_ids, mx.full((extra, length), pad_id, dtype=mx.int32)]),
+                 mx.concatenate([batch.attention_mask, mask]),
+                 mx.concatenate([batch.marker_pos, mx.zeros((extra, slots), dtype=mx.int32)]),
+                 mx.concatenate([batch.marker_mask, mx.zeros((extra, slots), dtype=mx.bool_)]),
+                 mx.concatenate([batch.qtype, mx.zeros((extra,), dtype=mx.int32)]), batch.real_tokens)
+
+
+def pad_slots(batch: Batch, slots: int) -> Batch:
+    """Add unmarked option slots up to `slots` (slot buckets): their logits are -1e4 and change nothing."""
+    rows, _, current = batch.shape
+    if slots < current:
+        raise ValueError(f"cannot pad {current} option slots down to {slots}")
+    if slots == current:
+        return batch
+    extra = slots - current
+    return Batch(batch.input_ids, batch.attention_mask,
+                 mx.concatenate([batch.marker_pos, mx.zeros((rows, extra), dtype=mx.int32)], axis=1),
+                 mx.concatenate([batch.marker_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1),
+                 batch.qtype, batch.real_tokens)
 
 
 def insertion_order_planner(batch_size: int = 16) -> Planner:

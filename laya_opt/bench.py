@@ -155,6 +155,13 @@ def _version(module_name: str) -> str | None:
         return None
 
 
+def backend() -> str:
+    """The MLX backend the default device runs on: cuda, metal or cpu."""
+    if mx.default_device().type == mx.DeviceType.cpu:
+        return "cpu"
+    return "cuda" if hasattr(mx, "cuda") and mx.cuda.is_available() else "metal"
+
+
 def environment() -> dict:
     """Device and library versions, recorded with every result."""
     device_info = {}
@@ -167,6 +174,7 @@ def environment() -> dict:
             device_info = {"error": str(exc)}
     return {
         "device": str(mx.default_device()),
+        "backend": backend(),
         "device_info": device_info,
         "versions": {"mlx": _version("mlx"), "numpy": np.__version__, "tokenizers": _version("tokenizers"),
                      "python": sys.version.split()[0], "laya-opt": _version("laya-opt")},
@@ -278,6 +286,7 @@ class BenchResult:
     workloads: tuple[WorkloadFacts, ...]
     measurements: tuple[Measurement, ...]
     environment: dict
+    skipped: tuple[str, ...] = ()   # "<workload> <mode>" cells left out at the deadline
 
     def get(self, runtime: str, workload: str, mode: str = "end_to_end") -> Measurement:
         for measurement in self.measurements:
@@ -304,8 +313,19 @@ def _progress(enabled: bool):
 def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: BenchConfig,
                  advance: Callable[[int], None] = lambda steps: None) -> dict[str, dict]:
     """Cold call, warmup, rotating timed blocks and a peak-memory call, for every runtime on one workload."""
-    calls = {label: CALL_BUILDERS[mode](runtime, workload) for label, runtime in runtimes.items()}
-    cold = {label: timed_ms(call, 0)[0] for label, call in calls.items()}
+    # A peer (laya_opt.peer) builds its own calls; MLX's peak memory says nothing about it.
+    calls = {label: runtime.bench_call(mode, workload) if hasattr(runtime, "bench_call")
+             else CALL_BUILDERS[mode](runtime, workload) for label, runtime in runtimes.items()}
+    mlx_memory = {label: not hasattr(runtime, "bench_call") for label, runtime in runtimes.items()}
+    cold, failed = {}, {}
+    for label, call in list(calls.items()):
+        try:  # a runtime that cannot run this cell (e.g. out of memory) is left out of it, with the reason
+            cold[label] = timed_ms(call, 0)[0]
+        except Exception as exc:  # noqa: BLE001 (any failure of one runtime must not end the benchmark)
+            failed[label] = f"{type(exc).__name__}: {exc}"
+            del calls[label]
+    if not calls:
+        return {label: {"error": error} for label, error in failed.items()}
     for label, call in calls.items():
         for index in range(config.warmup):
             call(index)
@@ -320,7 +340,7 @@ def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: B
             gc.disable()  # a collection inside a timed call would land on whichever runtime is running
             try:
                 run_block = lambda label=label: [timed_ms(calls[label], index) for index in indices]  # noqa: E731
-                if number == len(schedule) - 1:  # the peak over the last block, read outside the timers
+                if number == len(schedule) - 1 and mlx_memory[label]:  # the last block's peak, outside the timers
                     samples, memory[label] = peak_memory_of(run_block)
                 else:
                     samples = run_block()
@@ -329,27 +349,40 @@ def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: B
             blocks[label].append([ms for ms, _ in samples])
             questions[label] += sum(count for _, count in samples)
             advance(len(indices))
-    return {label: {"blocks": blocks[label], "cold_ms": cold[label], "peak": memory[label],
-                    "questions": questions[label]} for label in calls}
+    return {label: {"blocks": blocks[label], "cold_ms": cold[label], "peak": memory.get(label),
+                    "questions": questions[label]} for label in calls} | {label: {"error": error}
+                                                                          for label, error in failed.items()}
 
 
 def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: Sequence, config: BenchConfig,
-              show_progress: bool = False) -> BenchResult:
-    """Time every runtime on every workload and mode; speed-ups are paired against `baseline_label`."""
+              show_progress: bool = False, deadline: float | None = None) -> BenchResult:
+    """Time every runtime on every workload and mode; speed-ups are paired against `baseline_label`.
+
+    `deadline` (a time.monotonic() value): (workload, mode) cells not started by then are left out and
+    listed in `BenchResult.skipped`, so a run on a lent machine ends with what it measured.
+    """
     if baseline_label not in runtimes:
         raise ValueError(f"baseline {baseline_label!r} is not among the runtimes {list(runtimes)}")
     facts = tuple(workload_facts(runtimes[baseline_label], workload) for workload in workloads)
-    measurements = []
+    measurements, skipped = [], []
     calls_per_mode = len(runtimes) * (config.warmup + config.requests)
     with _progress(show_progress) as progress:
         for workload in workloads:
             for mode in config.modes:
+                if deadline is not None and time.monotonic() > deadline:
+                    skipped.append(f"{workload.name} {mode}")
+                    continue
                 task = progress.add_task(f"{workload.name} {mode}", total=calls_per_mode)
                 raw = measure_mode(runtimes, workload, mode, config,
                                    lambda steps, task=task: progress.advance(task, steps))
                 progress.remove_task(task)
+                if "error" in raw[baseline_label]:
+                    raise RuntimeError(f"the baseline failed on {workload.name} {mode}: {raw[baseline_label]['error']}")
                 base_blocks = raw[baseline_label]["blocks"]
                 for label, data in raw.items():
+                    if "error" in data:
+                        skipped.append(f"{workload.name} {mode} {label}: {data['error']}")
+                        continue
                     flat = [ms for block in data["blocks"] for ms in block]
                     measurements.append(Measurement(
                         runtime=label, workload=workload.name, mode=mode, summary=summarize(flat),
@@ -359,4 +392,4 @@ def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: S
                             base_blocks, data["blocks"], config.bootstrap, config.seed),
                         block_samples_ms=tuple(tuple(block) for block in data["blocks"])))
     return BenchResult(baseline=baseline_label, config=config, workloads=facts, measurements=tuple(measurements),
-                       environment=environment())
+                       environment=environment(), skipped=tuple(skipped))

@@ -37,11 +37,17 @@ def sdpa(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: mx.array 
 
 @dataclass(frozen=True)
 class AttentionInputs:
-    """What an attention kernel may need besides q, k, v; built once per forward."""
+    """What an attention kernel may need besides q, k, v; built once per forward by `Kernels.attention_masks`."""
 
     valid: mx.array        # bool [B, L], True on real tokens
-    key_mask: mx.array     # bool [B, 1, 1, L], valid keys (full layers and head layers)
+    key_mask: mx.array     # [B, 1, 1, L] valid keys (full layers): bool, or additive in the compute dtype
     window: int            # sliding half-width w
+    sliding_mask: mx.array | None = None  # [B, 1, L, L] when built once per forward; None: per layer
+
+
+def boolean_masks(valid: mx.array, window: int, dtype: mx.Dtype) -> AttentionInputs:
+    """The reference: a boolean key mask; sliding layers build their band mask themselves."""
+    return AttentionInputs(valid=valid, key_mask=key_padding_mask(valid), window=window)
 
 
 def key_padding_mask(valid: mx.array) -> mx.array:
@@ -58,8 +64,9 @@ def sliding_mask(valid: mx.array, window: int) -> mx.array:
 
 
 def dense_sliding_attention(q: mx.array, k: mx.array, v: mx.array, ctx: AttentionInputs, scale: float) -> mx.array:
-    """Reference sliding attention: dense L x L boolean band mask."""
-    return sdpa(q, k, v, scale=scale, mask=sliding_mask(ctx.valid, ctx.window))
+    """Reference sliding attention: the dense L x L band mask (the context's, else built here)."""
+    mask = ctx.sliding_mask if ctx.sliding_mask is not None else sliding_mask(ctx.valid, ctx.window)
+    return sdpa(q, k, v, scale=scale, mask=mask)
 
 
 def global_attention(q: mx.array, k: mx.array, v: mx.array, ctx: AttentionInputs, scale: float) -> mx.array:
@@ -81,14 +88,20 @@ class ModernBertAttention(nn.Module):
         self.Wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=cfg.attention_bias)
 
     def __call__(self, x: mx.array, ctx: AttentionInputs, attend: AttentionFn) -> mx.array:
-        batch, length, _ = x.shape
-        qkv = self.Wqkv(x).reshape(batch, length, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        # mx.fast.rope computes angles in float32 and casts afterwards (spec §5.4).
-        q = mx.fast.rope(q, self.head_dim, traditional=False, base=self.base, scale=1.0, offset=0)
-        k = mx.fast.rope(k, self.head_dim, traditional=False, base=self.base, scale=1.0, offset=0)
-        out = attend(q, k, v, ctx, self.head_dim ** -0.5)
-        return self.Wo(out.transpose(0, 2, 1, 3).reshape(batch, length, -1))
+        return reference_self_attention(self, x, ctx, attend)
+
+
+def reference_self_attention(attn: ModernBertAttention, x: mx.array, ctx: AttentionInputs,
+                             attend: AttentionFn) -> mx.array:
+    """Wqkv, split into q/k/v [B, H, L, hd], RoPE on q and k, attention, merged heads, Wo."""
+    batch, length, _ = x.shape
+    qkv = attn.Wqkv(x).reshape(batch, length, 3, attn.heads, attn.head_dim).transpose(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    # mx.fast.rope computes angles in float32 and casts afterwards (spec §5.4).
+    q = mx.fast.rope(q, attn.head_dim, traditional=False, base=attn.base, scale=1.0, offset=0)
+    k = mx.fast.rope(k, attn.head_dim, traditional=False, base=attn.base, scale=1.0, offset=0)
+    out = attend(q, k, v, ctx, attn.head_dim ** -0.5)
+    return attn.Wo(out.transpose(0, 2, 1, 3).reshape(batch, length, -1))
 
 
 class ModernBertMLP(nn.Module):
@@ -112,9 +125,10 @@ class ModernBertLayer(nn.Module):
         self.mlp_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.norm_bias)
         self.mlp = ModernBertMLP(cfg)
 
-    def __call__(self, x: mx.array, ctx: AttentionInputs, attend: AttentionFn) -> mx.array:
+    def __call__(self, x: mx.array, ctx: AttentionInputs, attend: AttentionFn,
+                 self_attention: "SelfAttentionFn" = reference_self_attention) -> mx.array:
         normed = self.attn_norm(x) if "attn_norm" in self else x
-        x = x + self.attn(normed, ctx, attend)
+        x = x + self_attention(self.attn, normed, ctx, attend)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -136,13 +150,20 @@ class ModernBertEncoder(nn.Module):
         self.layers = [ModernBertLayer(cfg, i) for i in range(cfg.num_hidden_layers)]
         self.final_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.norm_bias)
 
-    def __call__(self, input_ids: mx.array, attention_mask: mx.array,
-                 sliding_attention: AttentionFn = dense_sliding_attention) -> mx.array:
-        ctx = AttentionInputs(valid=attention_mask, key_mask=key_padding_mask(attention_mask), window=self.window)
-        x = self.embeddings(input_ids)
-        for layer in self.layers:
-            x = layer(x, ctx, sliding_attention if layer.sliding else global_attention)
-        return self.final_norm(x)
+    def __call__(self, input_ids: mx.array, attention_mask: mx.array, kernels: "Kernels | None" = None) -> mx.array:
+        kernels = kernels or DEFAULT_KERNELS
+        return kernels.encoder_stack(self, input_ids, attention_mask, kernels)
+
+
+def reference_encoder_stack(encoder: ModernBertEncoder, input_ids: mx.array, attention_mask: mx.array,
+                            kernels: "Kernels") -> mx.array:
+    """Embeddings, every layer (sliding ones through `kernels.sliding_attention`), final norm: [B, L, D]."""
+    x = encoder.embeddings(input_ids)
+    ctx = kernels.attention_masks(attention_mask, encoder.window, x.dtype)
+    for layer in encoder.layers:
+        attend = kernels.sliding_attention if layer.sliding else global_attention
+        x = layer(x, ctx, attend, kernels.self_attention)
+    return encoder.final_norm(x)
 
 
 # ----------------------------------------------------------------------------- decision head
@@ -206,13 +227,24 @@ def full_final_layer(layer: HeadLayer, h: mx.array, key_mask: mx.array, select: 
 
 
 FinalLayerFn = Callable[[HeadLayer, mx.array, mx.array, mx.array], mx.array]
+MaskFn = Callable[[mx.array, int, mx.Dtype], AttentionInputs]
+SelfAttentionFn = Callable[[ModernBertAttention, mx.array, AttentionInputs, AttentionFn], mx.array]
+EncoderStackFn = Callable[[ModernBertEncoder, mx.array, mx.array, "Kernels"], mx.array]
 
 
 @dataclass(frozen=True)
 class Kernels:
-    """Replaceable computation of the forward pass (weights live in the model, not here)."""
+    """Replaceable computation of the forward pass (weights live in the model, not here).
 
+    From coarse to fine: the whole encoder stack (norms and residuals included), the self-attention
+    block of a layer, the attention itself for sliding layers, how the masks are built, the final head
+    layer. A replacement must read the same weights and keep every finer kernel it does not replace.
+    """
+
+    encoder_stack: EncoderStackFn = reference_encoder_stack
+    self_attention: SelfAttentionFn = reference_self_attention
     sliding_attention: AttentionFn = dense_sliding_attention
+    attention_masks: MaskFn = boolean_masks
     final_head_layer: FinalLayerFn = full_final_layer
     action_dtype: mx.Dtype = mx.float32  # explicit, never read from a (possibly packed) weight
 
@@ -261,8 +293,7 @@ class LayaModel(nn.Module):
     def decision_states(self, input_ids: mx.array, attention_mask: mx.array, qtype: mx.array,
                         kernels: Kernels = DEFAULT_KERNELS) -> mx.array:
         """Encoder plus type embedding plus all but the last head layer: [B, L, D]."""
-        return self.head_states(self.encoder(input_ids, attention_mask, kernels.sliding_attention),
-                                attention_mask, qtype)
+        return self.head_states(self.encoder(input_ids, attention_mask, kernels), attention_mask, qtype)
 
     def head_states(self, encoded: mx.array, attention_mask: mx.array, qtype: mx.array) -> mx.array:
         """Type embedding plus all but the last head layer, from encoder states [B, L, D]."""
@@ -275,7 +306,7 @@ class LayaModel(nn.Module):
     def __call__(self, input_ids: mx.array, attention_mask: mx.array, marker_pos: mx.array,
                  marker_mask: mx.array, qtype: mx.array,
                  kernels: Kernels = DEFAULT_KERNELS) -> tuple[mx.array, mx.array]:
-        encoded = self.encoder(input_ids, attention_mask, kernels.sliding_attention)
+        encoded = self.encoder(input_ids, attention_mask, kernels)
         return self.decide(encoded, attention_mask, marker_pos, marker_mask, qtype, kernels)
 
     def decide(self, encoded: mx.array, attention_mask: mx.array, marker_pos: mx.array,

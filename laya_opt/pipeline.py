@@ -314,7 +314,13 @@ class Pipeline:
             child, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs, planned)
             say(f"stage {index}: evaluating {step.name}")
             started = time.perf_counter()
-            outputs = evaluate(child, requests, repeat=self.repeat)
+            try:
+                outputs = evaluate(child, requests, repeat=self.repeat)
+            except Exception as exc:  # e.g. a kernel that fails on this device: the stage fails, the run goes on
+                stages.append(self._failed_evaluation(step, index, current_index, exc, time.perf_counter() - started))
+                if step.on_fail == "stop" or index == 0:
+                    break
+                continue
             cumulative = compare(reference_outputs, outputs)
             incremental = cumulative if current is reference else compare(current_outputs, outputs)
             incremental_gates, cumulative_gates = (
@@ -341,6 +347,17 @@ class Pipeline:
         final = current if current is not reference else None
         return PipelineResult(stages=tuple(stages), reference_outputs=reference_outputs, final_runtime=final,
                               planned=planned)
+
+    @staticmethod
+    def _failed_evaluation(step: Step, index: int, parent_index: int | None, exc: Exception,
+                           evaluate_s: float) -> StageResult:
+        """A stage whose runtime raised while answering: it fails the `finite` gate, naming the error."""
+        message = f"evaluation raised {type(exc).__name__}: {exc}"
+        failed = (GateResult(Gate("finite", "==", 1.0), None, False, message),)
+        return StageResult(index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
+                           on_fail=step.on_fail, verdict="rejected" if step.on_fail == "reject" else "stopped",
+                           incremental=None, cumulative=None, incremental_gates=failed, cumulative_gates=(),
+                           report={}, apply_s=0.0, evaluate_s=evaluate_s, parent=parent_index, error=message)
 
     def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int | None, stages: list,
                reference_outputs: Outputs, planned: tuple[str, ...]) -> tuple[Runtime, float]:

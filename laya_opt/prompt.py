@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from .errors import QuestionError
 
@@ -324,9 +324,14 @@ def check_budgets(max_len: Any, head_max_len: Any) -> None:
         raise ValueError(f"need 4 < head_max_len < max_len, got head_max_len={head_max_len}, max_len={max_len}")
 
 
-def _option_pieces(spec: QuestionSpec, codec: TextCodec, head_max_len: int) -> list[list[int]]:
-    pieces = [[codec.mask_id] + codec.encode(" " + clean_mask_literals(text, codec.mask_token))[:OPTION_TOKEN_CAP]
-              for text in spec.option_texts]
+def prefix_texts(spec: QuestionSpec, mask_token: str) -> tuple[str, tuple[str, ...]]:
+    """The pieces a question prefix tokenizes, each separately (§7.3 steps 1-2): header, then " " + option."""
+    header = f"{spec.type_name} question: {clean_mask_literals(spec.instructions, mask_token)}"
+    return header, tuple(" " + clean_mask_literals(text, mask_token) for text in spec.option_texts)
+
+
+def _option_pieces(option_texts: tuple[str, ...], codec: TextCodec, head_max_len: int) -> list[list[int]]:
+    pieces = [[codec.mask_id] + codec.encode(text)[:OPTION_TOKEN_CAP] for text in option_texts]
     if head_max_len - sum(map(len, pieces)) < HEAD_OPTION_SLACK:
         per_option = max(MIN_OPTION_TOKENS, (head_max_len - HEAD_OPTION_SLACK) // max(1, len(pieces)))
         pieces = [piece[:per_option] for piece in pieces]
@@ -335,8 +340,9 @@ def _option_pieces(spec: QuestionSpec, codec: TextCodec, head_max_len: int) -> l
 
 def build_prefix(spec: QuestionSpec, codec: TextCodec, head_max_len: int) -> QuestionPrefix:
     """Steps 1-6 of §7.3; the result depends only on the question, the codec and head_max_len (cacheable)."""
-    header_ids = codec.encode(f"{spec.type_name} question: {clean_mask_literals(spec.instructions, codec.mask_token)}")
-    pieces = _option_pieces(spec, codec, head_max_len)
+    header, option_texts = prefix_texts(spec, codec.mask_token)
+    header_ids = codec.encode(header)
+    pieces = _option_pieces(option_texts, codec, head_max_len)
     option_budget = head_max_len - sum(map(len, pieces))
     ids = [codec.cls_id] + header_ids[: max(INSTRUCTION_FLOOR, option_budget)] + [codec.sep_id]
     markers = []
@@ -365,17 +371,24 @@ def assemble_question(spec: QuestionSpec, prefix: QuestionPrefix, state: StateTo
                             option_keys=spec.option_keys, legend=spec.legend)
 
 
-def prepare_request(state: Any, questions: Any, codec: TextCodec, max_len: int,
-                    head_max_len: int) -> tuple[PreparedQuestion, ...]:
+def build_prefixes(specs: Sequence[QuestionSpec], codec: TextCodec, head_max_len: int) -> list[QuestionPrefix]:
+    return [build_prefix(spec, codec, head_max_len) for spec in specs]
+
+
+# prefixes(specs, codec, head_max_len) -> one QuestionPrefix per spec (a cache may replace it, spec §7.5)
+PrefixFn = Callable[[Sequence[QuestionSpec], "TextCodec", int], list[QuestionPrefix]]
+
+
+def prepare_request(state: Any, questions: Any, codec: TextCodec, max_len: int, head_max_len: int,
+                    prefixes: PrefixFn = build_prefixes) -> tuple[PreparedQuestion, ...]:
     """Validate, render and tokenize every question of one request, in the caller's order (§6-§7)."""
     check_budgets(max_len, head_max_len)
     specs = validate_questions(questions)
     if not specs:
         return ()  # an empty request tokenizes nothing
     state_tokens = tokenize_state(state, codec)
-    return tuple(assemble_question(spec, build_prefix(spec, codec, head_max_len), state_tokens, codec, max_len,
-                                   head_max_len)
-                 for spec in specs)
+    return tuple(assemble_question(spec, prefix, state_tokens, codec, max_len, head_max_len)
+                 for spec, prefix in zip(specs, prefixes(specs, codec, head_max_len)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

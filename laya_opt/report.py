@@ -304,6 +304,9 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
         lines += _pass_report_sections(record)
     if timings.get("summary"):
         lines += _latency_section(timings["summary"], manifest["workloads"], timings["config"])
+        plots = manifest.get("plots")
+        lines += [f"Plots: {', '.join(f'`{name}`' for name in plots)}." if plots else
+                  "Plots: not drawn (matplotlib is not installed: `pip install laya-opt[plots]`).", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -20,13 +20,14 @@ from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 
-from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_digest
+from .bench import BenchConfig, BenchResult, backend, benchmark, environment, prepared_digest
 from .checkpoint import file_sha256, resolve_checkpoint_dir
 from .errors import ExperimentError
 from .experiment import Experiment
 from .fidelity.suites import load_suite
 from .fidelity.workloads import build_workload
 from .pipeline import PipelineResult, suite_requests
+from .plots import available as plots_available, write_run_plots
 from .report import (REFERENCE_LABEL, ReportRow, console_table, latency_records, plain, render_report,
                      row_from_record, stage_label, stage_record)
 from .runtime import Runtime, load_runtime
@@ -149,6 +150,7 @@ def write_results(directory: Path, manifest: dict, records: Sequence[dict], benc
     timings = {"baseline": REFERENCE_LABEL, "config": None if bench_result is None else plain(bench_result.config),
                "summary": [] if bench_result is None else latency_records(bench_result),
                "samples": {} if bench_result is None else bench_result.samples()}
+    manifest["plots"] = write_run_plots(records, plain(timings), directory) if plots_available() else None
     _write_json(directory / "manifest.json", manifest)
     (directory / "stages.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n"
                                                     for record in records), encoding="utf-8")
@@ -179,7 +181,8 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     started = now or datetime.now(timezone.utc)
     out_root = Path(output_dir) if output_dir is not None else experiment.output_dir
     inputs = load_inputs(experiment, bench, requests)
-    say(f"loading {inputs.checkpoint_dir} as {experiment.reference_dtype} (reference)")
+    say(f"backend {backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
+        f"{experiment.reference_dtype} (reference)")
     reference = load_runtime(inputs.checkpoint_dir, experiment.reference_dtype, experiment.batch_size)
     precheck_steps(experiment, reference)
     out_root.mkdir(parents=True, exist_ok=True)

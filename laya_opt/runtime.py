@@ -92,25 +92,46 @@ class Runtime:
         check_plan(groups, len(prepared))
         return groups
 
-    def execute(self, prepared: Sequence[PreparedQuestion], trace: bool = False) -> Execution:
-        """Plan, collate, run and synchronise each batch; scatter rows back to the caller's order."""
+    def execute(self, prepared: Sequence[PreparedQuestion], trace: bool = False,
+                clock: Callable[[str], None] | None = None) -> Execution:
+        """Plan, collate, run and synchronise each batch; scatter rows back to the caller's order.
+
+        Batches are pipelined: batch i+1 is collated and dispatched (`mx.async_eval`) before batch i's
+        outputs are copied to the host, so host work overlaps the device. `clock(phase)` is called after
+        each phase (plan_collate, graph_build, dispatch, forward, host_copy) for the profiler.
+        """
+        tick = clock or (lambda phase: None)
         count = len(prepared)
         logits: list[np.ndarray | None] = [None] * count
         action: list[np.ndarray | None] = [None] * count
         inputs: list[ModelInput | None] = [None] * count
         shapes = []
-        for group in self.plan(prepared):
-            batch = self.collate([prepared[i] for i in group])
-            out_logits, out_action = self.forward(self.model, self.kernels, batch)
-            mx.eval(out_logits, out_action)
-            shapes.append(batch.shape)
-            logits_np, action_np = np.array(out_logits), np.array(out_action)
-            if trace:
-                fed = model_inputs(batch)
+
+        def finish(group, batch, outputs) -> None:
+            mx.eval(*outputs)
+            tick("forward")
+            logits_np, action_np = np.array(outputs[0]), np.array(outputs[1])
+            fed = model_inputs(batch) if trace else None
             for row, index in enumerate(group):
                 logits[index], action[index] = logits_np[row], action_np[row]
                 if trace:
                     inputs[index] = fed[row]
+            tick("host_copy")
+
+        pending = None
+        for group in self.plan(prepared):
+            batch = self.collate([prepared[i] for i in group])
+            tick("plan_collate")
+            outputs = self.forward(self.model, self.kernels, batch)
+            tick("graph_build")
+            mx.async_eval(*outputs)
+            tick("dispatch")
+            shapes.append(batch.shape)
+            if pending is not None:
+                finish(*pending)
+            pending = (group, batch, outputs)
+        if pending is not None:
+            finish(*pending)
         return Execution(prepared=tuple(prepared), logits=tuple(logits), action=tuple(action),
                          inputs=tuple(inputs) if trace else None, batch_shapes=tuple(shapes))
 

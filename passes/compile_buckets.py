@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.batching import Batch, pad_batch
+from laya_opt.batching import Batch, pad_batch, pad_rows, pad_slots
 from laya_opt.model import Kernels, LayaModel
 from laya_opt.passes_api import PassSpec
 from laya_opt.schema import checked
@@ -34,16 +34,19 @@ NAME = "compile_buckets"
 @checked
 class CompileBucketsConfig:
     buckets: tuple[int, ...] = ()       # explicit padded lengths, increasing; empty: planned or multiples
+    # Row and option-slot counts to pad up to (fewer shapes to compile); empty: the exact B and K.
+    batch_buckets: tuple[int, ...] = ()
+    slot_buckets: tuple[int, ...] = ()
     multiple: int = field(default=16, metadata={"min": 1})  # neither buckets nor plan_from: multiples up to max_len
     plan_from: str = field(default="none", metadata={"nonempty": True})  # a suite or workload name (data need)
     max_padding_waste: float = field(default=0.10, metadata={"min": 0.0})  # planning budget: padding / tokens
     max_buckets: int = field(default=8, metadata={"min": 1})  # planning cap on the number of buckets
 
     def __post_init__(self):
-        if any(b < 1 for b in self.buckets):
-            raise ValueError(f"buckets must be positive integers, got {list(self.buckets)!r}")
-        if any(a >= b for a, b in zip(self.buckets, self.buckets[1:])):
-            raise ValueError(f"buckets must be strictly increasing, got {list(self.buckets)!r}")
+        for name in ("buckets", "batch_buckets", "slot_buckets"):
+            values = getattr(self, name)
+            if any(b < 1 for b in values) or any(a >= b for a, b in zip(values, values[1:])):
+                raise ValueError(f"{name} must be strictly increasing positive integers, got {list(values)!r}")
         if self.buckets and self.plan_from != "none":
             raise ValueError(f"give either buckets or plan_from, not both (plan_from={self.plan_from!r})")
         if not self.max_padding_waste < 1.0:
@@ -149,6 +152,8 @@ class BucketedForward:
     kernels: Kernels
     buckets: tuple[int, ...]
     pad_id: int
+    batch_buckets: tuple[int, ...] = ()
+    slot_buckets: tuple[int, ...] = ()
     stats: dict = field(default_factory=new_stats)
     # Mutable on purpose: the cache fills as new (B, L, K) shapes arrive.
     compiled: dict = field(default_factory=dict, repr=False)
@@ -168,29 +173,30 @@ class BucketedForward:
     def __call__(self, model: LayaModel, kernels: Kernels, batch: Batch) -> tuple[mx.array, mx.array]:
         self.check_bound(model, kernels)
         batch_size, length, slots = batch.shape
-        padded = bucket_for(length, self.buckets)
         stats = self.stats
-        if padded is None:
-            stats["fallbacks"] += 1
-            padded = length
-        batch = pad_batch(batch, padded, self.pad_id)
-        key = f"{batch_size}x{padded}x{slots}"
+        padded, rows, width = (bucket_for(size, buckets) or size if buckets else size for size, buckets in
+                               ((length, self.buckets), (batch_size, self.batch_buckets), (slots, self.slot_buckets)))
+        stats["fallbacks"] += int(bucket_for(length, self.buckets) is None)
+        padded_batch = pad_slots(pad_rows(pad_batch(batch, padded, self.pad_id), rows, self.pad_id), width)
+        key = f"{rows}x{padded}x{width}"
         compiled = self.compiled.get(key)
         first = compiled is None
         if first:
             compiled = self.compiled[key] = _compile_model(self.model, self.kernels)
         started = time.perf_counter()
-        outputs = compiled(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
-        real = batch.attention_mask.sum()
-        # One sync for outputs and the token count: it times first and steady calls, and reading the
-        # count afterwards moves one scalar instead of copying the whole mask to the host.
-        mx.eval(outputs, real)
-        elapsed = time.perf_counter() - started
-        self._record(key, first, elapsed, batch_size, length, padded, real.item())
-        return outputs
+        logits, action = compiled(padded_batch.input_ids, padded_batch.attention_mask, padded_batch.marker_pos,
+                                  padded_batch.marker_mask, padded_batch.qtype)
+        if first:  # a shape's first call runs synchronously, so its time includes compiling the kernels
+            mx.eval(logits, action)
+        elapsed = time.perf_counter() - started  # steady calls: host time to dispatch the compiled graph
+        real = batch.real_tokens if batch.real_tokens is not None else int(batch.attention_mask.sum().item())
+        self._record(key, first, elapsed, rows, length, padded, real, batch_size)
+        if (rows, width) == (batch_size, slots):
+            return logits, action
+        return logits[:batch_size, :slots], action[:batch_size]
 
     def _record(self, key: str, first: bool, elapsed: float, batch_size: int, length: int, padded: int,
-                real: int) -> None:
+                real: int, real_rows: int) -> None:
         stats = self.stats
         if first:
             stats["recompiles"] += int(stats["compiles"] > 0)
@@ -204,7 +210,7 @@ class BucketedForward:
         stats["calls"] += 1
         stats["evaluated_tokens"] += batch_size * padded
         stats["real_tokens"] += real
-        stats["bucket_padding_tokens"] += batch_size * (padded - length)
+        stats["bucket_padding_tokens"] += batch_size * padded - real_rows * length
         stats["padding_waste"] = 1.0 - stats["real_tokens"] / stats["evaluated_tokens"]
         stats["bucket_waste"] = stats["bucket_padding_tokens"] / stats["evaluated_tokens"]
 
@@ -248,6 +254,7 @@ def apply(runtime, config: CompileBucketsConfig, data):
                          "call itself and would drop it")
     buckets, facts = _choose_buckets(runtime, config, data)
     forward = BucketedForward(model=runtime.model, kernels=runtime.kernels, buckets=buckets,
+                              batch_buckets=config.batch_buckets, slot_buckets=config.slot_buckets,
                               pad_id=runtime.codec.pad_id)
     return runtime.replace(forward=forward), {"buckets": list(buckets), **facts, "stats": forward.stats}
 

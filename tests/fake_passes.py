@@ -89,7 +89,15 @@ CAPTURE = PassSpec(name="capture_model", config_type=GroupConfig, apply=capture_
 REPLACE_MODEL = PassSpec(name="replace_model", config_type=NoiseConfig, apply=add_scorer_noise, exact=False,
                          description="test: swaps the model", replaces=frozenset({"model"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL)
+def failing_forward(model, kernels, batch):
+    raise RuntimeError("kernel launch failed")
+
+
+BROKEN = PassSpec(name="broken_forward", config_type=EmptyConfig,
+                  apply=lambda runtime, config, data: (runtime.replace(forward=failing_forward), {}), exact=True,
+                  description="test: a forward that raises when it runs", replaces=frozenset({"forward"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

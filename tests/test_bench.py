@@ -132,3 +132,17 @@ def test_token_hash_follows_the_token_tensors(tiny_checkpoint_dir):
     prepared = runtime.prepare("hello", QUESTIONS)
     moved = [prepared[0].__class__(**{**prepared[0].__dict__, "markers": prepared[0].markers[:-1] + (1,)})]
     assert prepared_digest([prepared[:1]]) != prepared_digest([moved])
+
+
+def test_a_runtime_that_fails_a_cell_is_left_out_with_its_reason(tiny_checkpoint_dir):
+    from fake_passes import failing_forward
+
+    runtime = load_runtime(tiny_checkpoint_dir)
+    workload = SimpleNamespace(name="w", requests=(("hello", QUESTIONS),))
+    broken = runtime.replace(forward=failing_forward)
+    result = benchmark("ok", {"ok": runtime, "broken": broken}, [workload], BenchConfig(requests=2, warmup=0, blocks=1))
+    assert {m.runtime for m in result.measurements} == {"ok"}
+    assert result.skipped == ("w end_to_end broken: RuntimeError: kernel launch failed",
+                              "w forward broken: RuntimeError: kernel launch failed")
+    with pytest.raises(RuntimeError, match="the baseline failed on w end_to_end"):
+        benchmark("broken", {"broken": broken}, [workload], BenchConfig(requests=1, warmup=0, blocks=1))

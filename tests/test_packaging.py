@@ -73,3 +73,28 @@ def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installe
     assert {p.name for p in results.iterdir()} == {"manifest.json", "stages.jsonl", "report.md", "timings.json"}
     assert [json.loads(line)["verdict"] for line in (results / "stages.jsonl").read_text().splitlines()] == \
         ["accepted", "accepted"]
+
+
+def setup_module_requirements(environ):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("laya_setup", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.requirements(environ)
+
+
+@pytest.mark.parametrize("backend, requirement", [(None, "mlx[cpu]"), ("cuda13", "mlx[cuda13]"), ("cuda12", "mlx[cuda12]")])
+def test_the_linux_mlx_backend_is_chosen_at_install_time(backend, requirement):
+    environ = {"LAYA_OPT_MLX": backend} if backend else {}
+    linux = [r for r in setup_module_requirements(environ) if r.startswith("mlx") and "linux" in r]
+    assert linux == [f"{requirement}>=0.30; sys_platform == 'linux'"]
+    with pytest.raises(SystemExit, match="LAYA_OPT_MLX='rocm': choose one of cpu, cuda12, cuda13"):
+        setup_module_requirements({"LAYA_OPT_MLX": "rocm"})
+
+
+def test_the_default_wheel_requires_the_cpu_backend_on_linux(installed):
+    bin_dir, _ = installed
+    done = subprocess.run([str(bin_dir / "python"), "-c", "from importlib.metadata import requires; "
+                           "print('\\n'.join(requires('laya-opt')))"], capture_output=True, text=True)
+    assert "mlx[cpu]>=0.30; sys_platform == \"linux\"" in done.stdout.splitlines()

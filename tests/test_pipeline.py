@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from fake_passes import (CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLACE_MODEL, REQUESTS, REVERSE, SNEAKY,
+from fake_passes import (BROKEN, CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLACE_MODEL, REQUESTS, REVERSE, SNEAKY,
                          NoiseConfig, mutating_spec, write_tiny_suite)
 
 from laya_opt.errors import InputError
@@ -152,3 +152,13 @@ def test_run_accepts_a_suite_file(reference, tmp_path):
     assert [q.key for q in result.stages[0].cumulative.questions][:3] == ["r0/topic", "r0/level", "r0/yes"]
     assert result.stages[0].cumulative.questions[0].tags["language"] == "en"
     assert result.stages[0].cumulative.metrics["labelled"] == 6.0
+
+
+def test_a_stage_whose_runtime_raises_while_answering_fails_and_the_run_goes_on(reference):
+    result = run([(BROKEN, {}, "reject"), (NOTE, {}, "stop")], reference)
+    assert [s.verdict for s in result.stages] == ["accepted", "rejected", "accepted"]
+    broken = result.stages[1]
+    assert broken.error == "evaluation raised RuntimeError: kernel launch failed" and not broken.gates_passed
+    assert result.stages[2].parent == 0
+    stopped = run([(BROKEN, {}, "stop"), (NOTE, {}, "stop")], reference)
+    assert [s.verdict for s in stopped.stages] == ["accepted", "stopped"]

@@ -14,6 +14,7 @@ from laya_opt.checkpoint import file_sha256
 from laya_opt.cli_run import explain, run
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import PipelineError
+from laya_opt.plots import available as plots_available
 from fake_passes import write_tiny_suite
 
 from laya_opt.report import SpeedupCell, load_results, render_report
@@ -53,8 +54,10 @@ def test_run_writes_a_complete_results_dir_that_round_trips(write_experiment, ti
     outcome = run_experiment(experiment, now=NOW)
     assert outcome.results_dir == tmp_path / "results" / "tiny-run-20300102T030405Z"
     assert entries(tmp_path / "results") == ["tiny-run-20300102T030405Z"]  # no temp dir left behind
-    assert entries(outcome.results_dir) == ["manifest.json", "report.md", "stages.jsonl", "timings.json"]
     loaded = load_results(outcome.results_dir)
+    plots = loaded.manifest["plots"] or []  # drawn when matplotlib is installed (the dev extra has it)
+    assert ("latency.png" in plots) == plots_available()
+    assert entries(outcome.results_dir) == sorted(["manifest.json", "report.md", "stages.jsonl", "timings.json", *plots])
     assert loaded.rows == outcome.rows
     assert [row.verdict for row in loaded.rows] == ["accepted", "rejected", "accepted"]
     assert loaded.rows[1].speedups == (SpeedupCell("short-1", None, None, None),)  # rejected: not timed

@@ -229,3 +229,17 @@ def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
     assert stats["evaluated_tokens"] == sum(rows * (bucket_for(length, (48, 96)) or length) for rows, length in shapes)
     with pytest.raises(ValueError, match="compile_buckets"):
         report(runtime)
+
+
+def test_batch_and_slot_buckets_pad_rows_and_slots_without_changing_answers(runtime):
+    from exactness import assert_runtimes_match
+
+    fresh = lo.apply(runtime, CompileBucketsConfig(buckets=(48, 96, 128), batch_buckets=(2, 4), slot_buckets=(4, 8)))
+    assert_runtimes_match(runtime, fresh, bit_identical=False, atol=2e-5)
+    stats = report(fresh)
+    shapes = [tuple(int(part) for part in key.split("x")) for key in stats["shapes"]]
+    assert {rows for rows, _, _ in shapes} <= {2, 4}  # batches of 1, 3 ran padded with dummy rows
+    assert all(slots in (4, 8) or slots > 8 for _, _, slots in shapes) and any(slots > 8 for *_, slots in shapes)
+    assert stats["bucket_padding_tokens"] > 0
+    with pytest.raises(ValueError, match="batch_buckets must be strictly increasing"):
+        CompileBucketsConfig(batch_buckets=(4, 2))

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The GPU runs behind benchmarks/results/: one lease of the `device` tool, five calls within the 30 s
+# warm window of each other (see the README's GPU section). Run from the repository root there:
+#
+#   1. carry [".mlx-wheels/p1"]          bash benchmarks/gpu_session.sh part 1
+#   2. carry [".mlx-wheels/p2"]          bash benchmarks/gpu_session.sh part 2
+#   3. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore      (installs first)
+#   4. carry [".whl"]                    bash benchmarks/gpu_session.sh h2h laya-large [BUDGET_S]
+#   5. carry [".whl"]                    bash benchmarks/gpu_session.sh h2h laya-multilingual [BUDGET_S]
+#
+# .mlx-wheels/ comes from ../shared/tools/device-mlx-wheels.sh; .whl/ holds the upstream laya wheel
+# (python3 -m pip download --no-deps laya==0.4.15 -d .whl). Results land in $OUT.
+set -uo pipefail
+step=${1:?step: part N | explore | h2h ARCH}
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site LAYA_CUDA_AMP=fp16
+# Caches on the machine's disk: MLX's compiled kernels and torch.compile's artefacts survive between calls.
+export MLX_PTX_CACHE_DIR=/tmp/mlx-ptx TORCHINDUCTOR_CACHE_DIR=/tmp/inductor LAYA_INDUCTOR_CACHE_DIR=/tmp/inductor
+mkdir -p /tmp/mlxw /tmp/site "$OUT"
+
+lay_out_tree() {
+  # The wheel's layout without building one: passes/, fidelity/ and checkpoints/ under laya_opt/.
+  rm -rf /tmp/site/laya_opt && mkdir -p /tmp/site/laya_opt
+  cp -r laya_opt/. /tmp/site/laya_opt/
+  for part in passes fidelity checkpoints; do cp -r "$part" "/tmp/site/laya_opt/$part"; done
+}
+
+install() {
+  if [ ! -d /tmp/site/mlx ]; then
+    cp .mlx-wheels/p3/* /tmp/mlxw/ || exit 1
+    cat /tmp/mlxw/cuda.part.* > /tmp/mlxw/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl && rm /tmp/mlxw/cuda.part.*
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/mlxw/*.whl .whl/*.whl || exit 1
+  fi
+  lay_out_tree
+  python3 -c "import laya_opt, mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), 'cuda', mx.cuda.is_available())"
+}
+
+checkpoint() {  # a random real-size checkpoint, made once per lease
+  local arch=$1 dir=/tmp/ckpt-$1
+  [ -f "$dir/model.safetensors" ] || python3 -m laya_opt.cli make-checkpoint --arch "$arch" --random --seed 0 \
+    --dtype float16 "$dir" >&2
+  echo "$dir"
+}
+
+case "$step" in
+  part)
+    cp ".mlx-wheels/p$2/"* /tmp/mlxw/ && ls -la /tmp/mlxw ;;
+  explore)
+    install
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv | tee "$OUT/gpu.txt"
+    large=$(checkpoint laya-large); checkpoint laya-multilingual >/dev/null
+    timeout 120 python3 benchmarks/gpu_fused_check.py --out "$OUT/fused_check.json" 2>&1 | tail -45
+    # the stack's GPU kernels judged by the default gates on a trained checkpoint's held-out suite
+    timeout 100 python3 -m laya_opt.cli run experiments/stack_gpu.yaml --suite heldout --no-bench --quiet \
+      --output-dir /tmp/runs 2>&1 | tail -25
+    tar -C /tmp/runs -czf "$OUT/standin_stack_gpu_heldout.tgz" .
+    timeout 330 python3 benchmarks/full_size.py --arch laya-large --checkpoint "$large" --requests 40 --blocks 4 \
+      --warmup 5 --profile --budget-s 300 --out "$OUT" 2>&1 | tail -70 ;;
+  h2h)
+    install
+    arch=${2:?arch} budget=${3:-450}
+    ckpt=$(checkpoint "$arch")
+    timeout $((budget + 100)) python3 -m laya_opt.cli bench experiments/stack_gpu.yaml --checkpoint "$ckpt" \
+      --requests 100 --warmup 5 --blocks 5 --budget-s "$budget" --out "/tmp/h2h_$arch" 2>&1 | tail -80
+    tar -C /tmp -czf "$OUT/h2h_$arch.tgz" "h2h_$arch" ;;
+  *)
+    echo "unknown step $step" >&2; exit 2 ;;
+esac

@@ -1,0 +1,68 @@
+"""The head-to-head run on the CPU: its record, report and plots, with the upstream peer absent."""
+import json
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from laya_opt.cli import main
+from laya_opt.headtohead import answer_drift, render_head_to_head
+from laya_opt.peer import upstream_problem
+
+EXPERIMENT = """name: h2h-tiny
+checkpoint: {checkpoint}
+candidate_dtype: float32
+batch_size: 8
+suites: [{suite}]
+passes:
+  - {{name: prefix_cache, on_fail: reject}}
+  - {{name: masks_once, on_fail: reject}}
+  - {{name: noisy_scorer, on_fail: reject}}
+plugins: [fake_passes]
+"""
+
+
+def test_answer_drift_compares_argmax_and_probabilities():
+    ref = {"answers": {"a": {"type": "choice", "probabilities": {"x": 0.6, "y": 0.4}},
+                       "b": {"type": "noul", "noul": 0.7}}}
+    same = answer_drift(ref, ref)
+    assert same == {"questions": 2, "argmax_agreement": 1.0, "max_abs_dp": 0.0}
+    flipped = {"answers": {"a": {"type": "choice", "probabilities": {"x": 0.3, "y": 0.7}},
+                           "b": {"type": "noul", "noul": 0.75}}}
+    drift = answer_drift(ref, flipped)
+    assert drift["argmax_agreement"] == 0.5 and drift["max_abs_dp"] == pytest.approx(0.3)
+
+
+def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint_dir, tmp_path):
+    from fake_passes import write_tiny_suite
+
+    suite = write_tiny_suite(tmp_path / "tiny.jsonl", records=2)
+    path = tmp_path / "h2h.yaml"
+    path.write_text(EXPERIMENT.format(checkpoint=tiny_checkpoint_dir, suite=suite))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["bench", str(path), "--workload", "short-1", "--requests", "2", "--warmup", "0",
+                                       "--blocks", "2", "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "head_to_head.json").read_text())
+    assert record["peer_note"] == upstream_problem() and record["token_identity"] is None
+    assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
+    timed = {row["runtime"] for row in record["bench"]["summary"]}
+    assert timed == {"mlx eager", "1:prefix_cache", "2:masks_once"}  # rejected stages are not timed
+    assert {row["mode"] for row in record["bench"]["summary"]} == {"end_to_end", "forward"}
+    assert record["answers"]["2:masks_once"]["short-1"]["argmax_agreement"] == 1.0
+    assert set(record["profile"]) == {"mlx eager", "2:masks_once"}
+    timeline = record["profile"]["mlx eager"]["short-1"]["timeline"]
+    assert "skipped" in timeline and record["token_sha256"]["short-1"]
+    report = (out / "report.md").read_text()
+    assert report == render_head_to_head(record) and "| 2:masks_once |" in report and "upstream: " in report
+    assert (out / "latency.png").stat().st_size > 0 and (out / "speed_vs_fidelity.png").stat().st_size > 0
+
+
+def test_budget_skips_cells_that_have_not_started(tiny_checkpoint_dir):
+    from laya_opt.bench import BenchConfig, benchmark
+    from laya_opt.runtime import load_runtime
+
+    runtime = load_runtime(tiny_checkpoint_dir)
+    workload = SimpleNamespace(name="w", requests=(("hello", {"q": {"type": "noul", "instructions": "hello"}}),))
+    result = benchmark("a", {"a": runtime}, [workload], BenchConfig(requests=1, warmup=0, blocks=1), deadline=0.0)
+    assert result.measurements == () and result.skipped == ("w end_to_end", "w forward")

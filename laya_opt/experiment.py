@@ -40,6 +40,7 @@ import yaml
 from .bench import BenchConfig
 from .errors import ExperimentError, InputError
 from .fidelity.workloads import WORKLOADS, check_requests_name
+from .jsonio import read_text
 from .passes_api import check_order
 from .pipeline import GateSet, Pipeline, Step
 from .registry import Registry, build_registry
@@ -198,10 +199,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExperimentError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
+    text = read_text(path, ExperimentError)
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

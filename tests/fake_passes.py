@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -89,7 +91,23 @@ CAPTURE = PassSpec(name="capture_model", config_type=GroupConfig, apply=capture_
 REPLACE_MODEL = PassSpec(name="replace_model", config_type=NoiseConfig, apply=add_scorer_noise, exact=False,
                          description="test: swaps the model", replaces=frozenset({"model"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL)
+@dataclass(frozen=True)
+class WaitConfig:
+    marker: str = ""
+    seconds: float = 60.0
+
+
+def wait(runtime, config, data):
+    """Writes `marker`, then sleeps: a run to interrupt while it has work in progress."""
+    Path(config.marker).write_text("waiting")
+    time.sleep(config.seconds)
+    return runtime, {}
+
+
+WAIT = PassSpec(name="wait", config_type=WaitConfig, apply=wait, exact=True, description="test: waits",
+                replaces=frozenset({"kernels"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, WAIT)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

@@ -207,10 +207,7 @@ def test_round_trip_of_mixed_schemes_and_fp_mode(tmp_path):
 
 def test_port_metadata_without_module_list_loads_from_the_scales(quantized_dir, tmp_path):
     path, quantized = quantized_dir
-    copy = shutil.copytree(path, tmp_path / "port")
-    meta = json.loads((copy / "mlx_config.json").read_text())
-    del meta["quantization"]["modules"], meta["quantization"]["mode"]
-    (copy / "mlx_config.json").write_text(json.dumps(meta))
+    copy = _edit_meta(path, tmp_path, lambda q: [q.pop("modules"), q.pop("mode")])
     _assert_bit_identical(quantized, load_runtime(copy, "float32"))
 
 
@@ -224,6 +221,7 @@ def _edit_meta(path, tmp_path, edit):
     meta = json.loads((copy / "mlx_config.json").read_text())
     edit(meta["quantization"])
     (copy / "mlx_config.json").write_text(json.dumps(meta))
+    (copy / "manifest.json").unlink()  # a deliberate edit: its checksum would refuse it first
     return copy
 
 
@@ -232,6 +230,7 @@ def _edit_tensors(path, tmp_path, edit):
     tensors = dict(mx.load(str(copy / "model.safetensors")))
     edit(tensors)
     mx.save_safetensors(str(copy / "model.safetensors"), tensors)
+    (copy / "manifest.json").unlink()
     return copy
 
 
@@ -248,6 +247,9 @@ WO = "encoder.layers.1.attn.Wo"
     (lambda q: q["modules"].update({"encoder.layers.7.attn.Wo": {}}), "encoder.layers.7.attn.Wo: listed .* no Linear"),
     (lambda q: q["modules"].update({"act_head.layers.2": {}}), "act_head.layers.2: the action head stays dense"),
     (lambda q: q.update(quantize_heads="yes"), "quantize_heads must be true/false"),
+    (lambda q: q.update(bits=4), r"quantization.bits is 4 but the per-module entries say 13 module\(s\) 8"),
+    (lambda q: q.update(group_size=64), "quantization.group_size is 64 but"),
+    (lambda q: q.update(quantize_heads=True), "quantize_heads is true but no head or scorer module is quantized"),
 ])
 def test_metadata_that_does_not_match_the_tensors_is_refused(quantized_dir, tmp_path, edit, message):
     with pytest.raises(ValueError, match=message):

@@ -40,6 +40,7 @@ REQUIRED_FILES = ("model.safetensors", "rl_agent_config.json", "encoder/config.j
 MANIFEST = "manifest.json"
 _SEQUENTIAL = re.compile(r"^(scorer|act_head)\.(\d+)\.")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_SEED = 2 ** 64 - 1   # mx.random.seed takes an unsigned 64-bit integer (a TypeError otherwise)
 
 
 def parse_dtype(name: str | mx.Dtype) -> mx.Dtype:
@@ -108,8 +109,8 @@ def nonfinite_tensors(arrays: Mapping[str, mx.array]) -> dict[str, str]:
 
 def _dequantized(model: nn.Module) -> dict[str, mx.array]:
     # Non-affine formats keep their scales as 8-bit codes, which can encode NaN: check the values they give.
-    return {f"{path}.scales": mx.dequantize(module.weight, module.scales, None, module.group_size, module.bits,
-                                            mode=module.mode)
+    return {f"{path}.scales (as dequantized weights)":
+            mx.dequantize(module.weight, module.scales, None, module.group_size, module.bits, mode=module.mode)
             for path, module in weight_modules(model).items()
             if isinstance(module, QUANTIZED_TYPES) and module.mode != "affine"}
 
@@ -174,6 +175,8 @@ def file_sha256(path: Path) -> str:
 
 def resolve_checkpoint_dir(path: str | Path) -> Path:
     path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a file; a checkpoint is a directory")
     if not path.is_dir():
         raise CheckpointError(f"checkpoint directory {path} does not exist (laya-opt never downloads weights)")
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
@@ -293,6 +296,8 @@ def load_checkpoint(path: str | Path | CheckpointFiles, dtype: str | mx.Dtype = 
 
 def build_random_model(encoder: EncoderConfig, agent: AgentConfig, seed: int, dtype: mx.Dtype) -> LayaModel:
     """Deterministic random weights with realistic scales (LayerNorm weights near 1)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     mx.random.seed(seed)
     model = LayaModel(encoder, agent)
     params = []

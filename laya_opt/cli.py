@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from . import cli_run
-from .checkpoint import DTYPES
+from .checkpoint import DTYPES, MAX_SEED
 from .cli_errors import ContractGroup
 from .config import ARCHITECTURES
 from .console import output_console, rich_table
@@ -18,14 +18,14 @@ from .jsonio import loads, read_json, read_text
 from .resources import STANDIN, checkpoint_path, project_tokenizer
 
 
-
 def read_state(value: str, as_json: bool):
     """`--state TEXT`, or `@path` to read a file; JSON-parse it with --json-state or a .json file."""
     source = "--state"
     if value.startswith("@"):
         path = Path(value[1:])
         if not path.is_file():
-            raise QuestionError(f"--state: state file {path} does not exist")
+            problem = "is not a regular file" if path.exists() else "does not exist"
+            raise QuestionError(f"--state: state file {path} {problem}")
         text, source = read_text(path, QuestionError), str(path)
         as_json = as_json or path.suffix == ".json"
     else:
@@ -151,8 +151,8 @@ def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json)
               help="Published sizes (spec §2), the small test architecture (tiny) or the stand-in's (standin).")
 @click.option("--random", "random_weights", is_flag=True, required=True,
               help="Random weights (the only source: nothing is downloaded).")
-@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True,
-              help="Seed of the random weights (0 to 2**64 - 1).")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed of the random weights.")
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float16", show_default=True)
 @click.option("--tokenizer", "tokenizer_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Tokenizer folder to ship (default: the project's bundled BPE tokenizer).")

@@ -83,8 +83,8 @@ class ContractGroup(click.Group):
                 warnings.showwarning = _show_warning
                 warnings.simplefilter("always", InputWarning)
                 return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
-            raise  # usage errors (2) and explicit exit codes (run's 3) are click's to report
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit, BrokenPipeError):
+            raise  # usage errors (2), explicit exit codes (run's 3) and a closed pipe are click's to report
         except BaseException as exc:  # noqa: B036 (every outcome gets its code, interrupts included)
             code, message = classify(exc)
             if debug:

@@ -19,8 +19,11 @@ from .console import output_console
 @click.command("explain")
 @click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
 def explain(experiment_file: str) -> None:
-    """Check EXPERIMENT_FILE as `run` would before loading a weight (checkpoint files, suites, pass settings
-    against the checkpoint), then print the resolved plan: stages, contracts, gates, workloads."""
+    """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
+
+    The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
+    output directory, and every pass's settings against the checkpoint (selectors, group widths, a
+    quantized checkpoint). The plan lists stages, contracts, gates and workloads."""
     from .experiment import explain as render_plan, load_experiment
     from .runner import preflight
 

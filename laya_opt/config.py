@@ -60,12 +60,13 @@ class AgentConfig:
 LARGE = 1 << 24
 MAX_PARAMETERS = 1 << 34   # 17 billion: no Laya encoder comes near, and MLX could not allocate one
 MAX_ACTIONS = 256
+MAX_ROPE_THETA = 1e12      # far above any published base; 1e308 overflows the float32 angles to NaN
 
 
 @dataclass(frozen=True)
 class RopeParameters:
     rope_type: Literal["default"] = "default"   # scaled RoPE ("linear", ...) is refused
-    rope_theta: float | None = None
+    rope_theta: float | None = field(default=None, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class EncoderFile:
     mlp_bias: bool = False
     local_attention: int = field(default=128, metadata={"min": 2, "max": LARGE})
     global_attn_every_n_layers: int = field(default=3, metadata={"min": 1})
-    global_rope_theta: float = field(default=160000.0, metadata={"gt": 1.0})
-    local_rope_theta: float = field(default=10000.0, metadata={"gt": 1.0})
+    global_rope_theta: float = field(default=160000.0, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
+    local_rope_theta: float = field(default=10000.0, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
     max_position_embeddings: int = field(default=8192, metadata={"min": 1, "max": LARGE})
     layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = None
     rope_parameters: Mapping[str, RopeParameters] | None = None
@@ -140,8 +141,6 @@ def parse_encoder_config(raw: dict, source: str = "encoder/config.json") -> Enco
         if kind not in LAYER_KINDS:
             raise ConfigError(f"{source}: rope_parameters has unknown layer kind {kind!r}")
         if params.rope_theta is not None:
-            if not params.rope_theta > 1.0:
-                raise ConfigError(f"{source}: rope_parameters.{kind}.rope_theta must be > 1, got {params.rope_theta}")
             bases[kind] = params.rope_theta
     return EncoderConfig(
         vocab_size=file.vocab_size, hidden_size=file.hidden_size, intermediate_size=file.intermediate_size,

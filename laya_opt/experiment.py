@@ -202,8 +202,10 @@ def read_yaml(path: Path) -> Any:
     text = read_text(path, ExperimentError)
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer beyond Python's 4,300-digit limit
         raise ExperimentError(f"{path}: invalid YAML ({exc})") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: invalid YAML (nested too deeply)") from None
 
 
 def load_experiment(path: str | Path, extra_passes: tuple = ()) -> Experiment:

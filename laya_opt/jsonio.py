@@ -62,7 +62,7 @@ def loads(text: str, source: str, error: type[InputError] = InputError, max_dept
     except _DuplicateKey as exc:
         raise error(f"{source}: duplicate key {exc.key!r} (the later value would silently replace the first)") \
             from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and Python's limit on integer digits (4,300)
         raise error(f"{source}: invalid JSON ({exc})") from None
     except RecursionError:
         raise error(f"{source}: nested more than {max_depth} levels deep") from None

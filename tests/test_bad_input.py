@@ -66,25 +66,9 @@ class Workspace:
     state: str = STATE
     passes: list = field(default_factory=list)
 
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "ckpt"
-
-    @property
-    def questions(self) -> Path:
-        return self.root / "questions.json"
-
-    @property
-    def suite(self) -> Path:
-        return self.root / "tiny.jsonl"
-
-    @property
-    def experiment(self) -> Path:
-        return self.root / "experiment.yaml"
-
-    @property
-    def output(self) -> Path:
-        return self.root / "results"
+    def __post_init__(self):
+        self.checkpoint, self.questions, self.suite, self.experiment, self.output = (
+            self.root / name for name in ("ckpt", "questions.json", "tiny.jsonl", "experiment.yaml", "results"))
 
     def write_experiment(self, **changes) -> None:
         raw = {"name": "bad", "checkpoint": str(self.checkpoint), "suites": [str(self.suite)],
@@ -225,6 +209,8 @@ LOADING = ("predict", "run", "sensitivity")   # the commands that read weight va
 # (id, base checkpoint, mutation, commands, fragments the error line must hold)
 CHECKPOINT_CASES = [
     ("missing directory", "dense", lambda c: shutil.rmtree(c), ALL, ["ckpt", "never downloads"]),
+    ("a file, not a directory", "dense", lambda c: [shutil.rmtree(c), c.write_text("x")], ALL,
+     ["ckpt is a file; a checkpoint is a directory"]),
     ("missing weights file", "dense", lambda c: (c / "model.safetensors").unlink(), ALL,
      ["ckpt", "lacks model.safetensors"]),
     ("truncated weights", "dense", lambda c: truncate(c / "model.safetensors"), ALL,
@@ -233,7 +219,8 @@ CHECKPOINT_CASES = [
      ["model.safetensors", "not a safetensors file"]),
     ("missing tensor", "dense", lambda c: rewrite_tensors(c, lambda t: t.pop("scorer.3.bias")), ALL,
      ["model.safetensors", "does not match the model"]),
-    ("misshaped tensor", "dense", lambda c: rewrite_tensors(c, lambda t: t.update({"type_emb.weight": mx.zeros((4, 64))})),
+    ("misshaped tensor", "dense",
+     lambda c: rewrite_tensors(c, lambda t: t.update({"type_emb.weight": mx.zeros((4, 64))})),
      ALL, ["model.safetensors", "does not match the model"]),
     ("NaN weight", "dense", lambda c: rewrite_tensors(c, set_value("encoder.layers.0.attn.Wqkv.weight", float("nan"))),
      LOADING, ["model.safetensors", "non-finite weights"]),
@@ -272,7 +259,8 @@ CHECKPOINT_CASES = [
      ["encoder/config.json", "duplicate key 'hidden_size'"]),
     ("non-numeric norm_eps", "dense", encoder(lambda e: e.update(norm_eps="small")), ALL,
      ["encoder/config.json", "norm_eps"]),
-    ("zero norm_eps", "dense", encoder(lambda e: e.update(norm_eps=0)), ALL, ["encoder/config.json", "norm_eps: must be > 0"]),
+    ("zero norm_eps", "dense", encoder(lambda e: e.update(norm_eps=0)), ALL,
+     ["encoder/config.json", "norm_eps: must be > 0"]),
     ("absurd vocab_size", "dense", encoder(lambda e: e.update(vocab_size=10 ** 12)), ALL,
      ["encoder/config.json", "vocab_size: must be <="]),
     ("absurd sizes together", "dense", encoder(lambda e: e.update(vocab_size=1 << 22, hidden_size=1 << 16)), ALL,
@@ -377,6 +365,10 @@ QUESTION_CASES = [
     ("deeply nested JSON state", lambda ws: [(ws.root / "s.json").write_text(nested(100_000)),
                                              setattr(ws, "state", f"@{ws.root / 's.json'}")],
      ["s.json", "nested more than 64 levels"]),
+    ("integer beyond Python's digit limit", lambda ws: ws.questions.write_text(
+        '{"q": {"type": "noul", "instructions": ' + "1" * 5000 + "}}"), ["questions.json", "invalid JSON", "digits"]),
+    ("state file not a regular file", lambda ws: setattr(ws, "state", "@/dev/null"),
+     ["--state", "/dev/null is not a regular file"]),
     ("JSON state with duplicate keys", lambda ws: [(ws.root / "s.json").write_text('{"a": 1, "a": 2}'),
                                                    setattr(ws, "state", f"@{ws.root / 's.json'}")],
      ["s.json", "duplicate key 'a'"]),
@@ -439,6 +431,9 @@ EXPERIMENT_CASES = [
     ("unknown pass", lambda ws: ws.write_experiment(passes=[{"name": "nope"}]), ("explain", "run"),
      ["passes[0].name", "nope"]),
     ("unknown key", lambda ws: ws.write_experiment(bogus=1), ("explain", "run"), ["(top level): unknown key(s) bogus"]),
+    ("benchmark seed beyond 64 bits",
+     lambda ws: ws.write_experiment(benchmark={"workloads": ["short-1"], "seed": 2 ** 64}),
+     ("explain", "run"), ["benchmark.seed: must be <= 18446744073709551615"]),
     ("missing suite", lambda ws: ws.write_experiment(suites=[str(ws.root / "none.jsonl")]), ("explain", "run"),
      ["suites[0]", "none.jsonl"]),
     ("malformed suite", lambda ws: ws.suite.write_text(ws.suite.read_text() + "{oops\n"), ("explain", "run"),
@@ -448,6 +443,11 @@ EXPERIMENT_CASES = [
     ("output dir under a file", lambda ws: [(ws.root / "file").write_text("x"),
                                             ws.write_experiment(output_dir=str(ws.root / "file" / "out"))],
      ("explain", "run"), ["output directory", "is not a directory"]),
+    ("deeply nested YAML", lambda ws: ws.experiment.write_text("name: " + nested(20_000) + "\n"), ("explain", "run"),
+     ["experiment.yaml", "nested too deeply"]),
+    ("YAML integer beyond the digit limit", lambda ws: ws.experiment.write_text(
+        ws.experiment.read_text() + "batch_size: " + "1" * 5000 + "\n"), ("explain", "run"),
+     ["experiment.yaml", "invalid YAML", "digits"]),
     ("undecodable experiment", lambda ws: ws.experiment.write_bytes(b"name: caf\xe9\n"), ("explain", "run"),
      ["experiment.yaml", "not UTF-8"]),
 ]
@@ -574,27 +574,32 @@ def test_ctrl_c_during_a_run_exits_130_and_leaves_nothing(workspace, monkeypatch
     assert not ws.output.exists()
 
 
-def test_sigterm_during_a_run_exits_143_and_leaves_nothing(workspace):
+@pytest.mark.parametrize("signum, code, word",
+                         [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+                         ids=["TERM", "INT"])
+def test_a_signal_during_a_run_exits_with_its_code_and_leaves_nothing(workspace, signum, code, word):
     ws = workspace()
     marker = ws.root.parent / "waiting"
     ws.passes = [{"name": "wait", "config": {"marker": str(marker)}}]
     ws.write_experiment()
     before = snapshot(ws.root)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    # A background job inherits an ignored SIGINT, and Python then leaves it ignored: restore the default.
     process = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", *ws.argv("run")], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert marker.exists(), process.communicate(timeout=30)[0]
         assert list(ws.output.glob(f"{PREFIX}*"))
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         output = process.communicate(timeout=60)[0]
     finally:
         process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, output
-    assert "error: terminated" in output and "Traceback" not in output
+    assert process.returncode == code, output
+    assert f"error: {word}" in output and "Traceback" not in output
     assert snapshot(ws.root) == before
 
 
@@ -631,6 +636,16 @@ def test_a_raising_pass_exits_1_naming_it_and_leaves_no_output_root(workspace):
     ws.write_experiment()
     line = refused(ws, "run", ["pass 'explode' (stage 1) raised RuntimeError: boom"], code=1)
     assert "no results directory was written" in line
+
+
+def test_a_plugin_that_fails_to_import_exits_1_naming_it(workspace, monkeypatch):
+    ws = workspace()
+    (ws.root.parent / "broken_plugin.py").write_text("raise RuntimeError('half-installed')\n")
+    monkeypatch.syspath_prepend(str(ws.root.parent))
+    ws.write_experiment(plugins=["broken_plugin"])
+    for command in ("explain", "run"):
+        refused(ws, command, ["plugins[0]: importing plugin 'broken_plugin' raised RuntimeError: half-installed"],
+                code=1)
 
 
 def test_an_unexpected_error_is_one_line_unless_debug(workspace, monkeypatch):
@@ -698,8 +713,8 @@ def _load_or_refuse(checkpoint: Path, expected, file_name: str) -> None:
 
 
 # An edit XORs a byte (mostly invalid UTF-8) or writes a character that keeps the header JSON-like.
-HEADER_EDITS = st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(1, 255) | st.sampled_from(b'0123456789,:[]{}" eFUIB')
-                                  .map(lambda byte: -byte)), min_size=1, max_size=4)
+JSON_BYTES = st.sampled_from(b'0123456789,:[]{}" eFUIB').map(lambda byte: -byte)
+HEADER_EDITS = st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(1, 255) | JSON_BYTES), min_size=1, max_size=4)
 
 
 @FUZZ
@@ -719,9 +734,9 @@ def test_random_byte_corruptions_of_a_safetensors_header_never_crash_or_change_a
     _load_or_refuse(checkpoint, expected, "model.safetensors")
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats() | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                        max_size=3), max_leaves=6)
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats() | st.text(max_size=8)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
 
 
 @FUZZ

@@ -65,6 +65,8 @@ def test_rope_parameters_override_and_explicit_layer_types():
     ({"vocab_size": 10 ** 12}, "vocab_size: must be <= 4194304"),
     ({"hidden_size": 1 << 17}, "hidden_size: must be <= 65536"),
     ({"local_rope_theta": 1.0}, "local_rope_theta: must be > 1.0"),
+    ({"global_rope_theta": 1e308}, "global_rope_theta: must be <= 1000000000000.0"),
+    ({"rope_parameters": {"full_attention": {"rope_theta": 1.0}}}, "full_attention.rope_theta: must be > 1.0"),
     ({"vocab_size": 1 << 22, "hidden_size": 1 << 16, "num_attention_heads": 64}, "more than 17,179,869,184"),
 ])
 def test_encoder_config_errors(change, message):

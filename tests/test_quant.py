@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 import laya_opt as lo
 from laya_opt.checkpoint import build_random_model, load_checkpoint, save_quantized
 from laya_opt.config import architecture
-from laya_opt.quant import (ACTION_HEAD_REASON, QuantScheme, coverage_manifest, quantization_problems,
-                            quantize_modules, select_modules, selector_matches, weight_modules)
+from laya_opt.errors import CheckpointError
+from laya_opt.quant import (ACTION_HEAD_REASON, QuantScheme, check_mode_supported, coverage_manifest,
+                            quantization_problems, quantize_modules, select_modules, selector_matches, weight_modules)
 from laya_opt.runtime import load_runtime
 from laya_opt.passes.quantize_encoder import PASS
 
@@ -273,3 +274,19 @@ def test_weight_modules_are_listed_in_model_order(tiny_checkpoint_dir):
     assert paths[0] == "encoder.embeddings.tok_embeddings"
     assert paths[1:3] == ["encoder.layers.0.attn.Wqkv", "encoder.layers.0.attn.Wo"]
     assert paths[-2:] == ["act_head.layers.0", "act_head.layers.2"]
+
+
+def test_a_nan_code_in_mxfp4_scales_is_named(tiny_checkpoint_dir, tmp_path):
+    try:
+        check_mode_supported(QuantScheme(4, 32, "mxfp4"))
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    quantized = lo.apply(load_runtime(tiny_checkpoint_dir), "quantize_encoder", bits=4, group_size=32, mode="mxfp4")
+    path = save_quantized(quantized, tmp_path / "mxfp4")
+    assert load_checkpoint(path).model.encoder.layers[1].attn.Wo.mode == "mxfp4"
+
+    def nan_code(tensors):  # E8M0 scale code 255 is NaN
+        scales = tensors[f"{WO}.scales"].reshape(-1)
+        tensors[f"{WO}.scales"] = mx.concatenate([mx.array([255], dtype=mx.uint8), scales[1:]]).reshape(64, 2)
+    with pytest.raises(CheckpointError, match=rf"non-finite weights in 1 tensor\(s\):\n  {WO}.scales \(as dequantized"):
+        load_checkpoint(_edit_tensors(path, tmp_path, nan_code))

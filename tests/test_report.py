@@ -112,7 +112,8 @@ def test_failed_gates_exit_3_unless_waived(write_experiment, tmp_path):
     failed = invoke(main, "run", path, "--no-bench", "--quiet", "--output-dir", tmp_path / "strict")
     assert failed.exit_code == 3, failed.output
     assert "FAILED stage 1 noisy_scorer incremental" in failed.output and "gates failed" in failed.output
-    waived = invoke(main, "run", path, "--no-bench", "--quiet", "--allow-failed-gates", "--output-dir", tmp_path / "waived")
+    waived = invoke(main, "run", path, "--no-bench", "--quiet", "--allow-failed-gates", "--output-dir",
+                    tmp_path / "waived")
     assert waived.exit_code == 0, waived.output
     assert "WAIVED stage 1 noisy_scorer" in waived.output
     (results,) = (tmp_path / "waived").iterdir()
@@ -140,7 +141,7 @@ def test_bad_input_exits_2_with_the_key_path(write_experiment, tmp_path):
     assert "Traceback" not in result.output
     assert CliRunner().invoke(main, ["run", str(tmp_path / "missing.yaml")]).exit_code == 2
     assert CliRunner().invoke(main, ["run", str(path), "--requests", "0"]).exit_code == 2
-    ignored = CliRunner().invoke(main, ["run", str(path), "--requests", "5"])  # no benchmark section: refused, not ignored
+    ignored = CliRunner().invoke(main, ["run", str(path), "--requests", "5"])  # no benchmark: refused, not ignored
     assert ignored.exit_code == 2 and "no benchmark section" in ignored.output
 
 

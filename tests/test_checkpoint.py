@@ -231,7 +231,7 @@ def test_floating_tensors_share_the_checkpoints_dtype(tmp_path):
     half = write_tiny_checkpoint(tmp_path / "half", dtype="float16")
     _rewrite_weights(half, lambda t: t.update({"scorer.1.bias": t["scorer.1.bias"].astype(mx.bfloat16)}))
     with pytest.raises(CheckpointError, match=r"1 floating tensor\(s\) are not float16, the dtype of the other "
-                                              r"tensors: scorer.layers.1.bias \(bfloat16\)"):
+                                              r"floating tensors: scorer.layers.1.bias \(bfloat16\)"):
         load_checkpoint(half)
     exported = write_tiny_checkpoint(tmp_path / "mlx", layout="mlx")
     meta = json.loads((exported / "mlx_config.json").read_text())

@@ -35,10 +35,13 @@ def layer_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], bits: i
     if not requests:
         raise ValueError("layer_sensitivity needs at least one request")
     spec = get_pass(QUANTIZE)
+    units = [(name, spec.make_config({"bits": bits, "group_size": group_size, "mode": mode, "include": [selector]}))
+             for name, selector in sensitivity_units(runtime, unit)]
+    for name, config in units:  # refuse what cannot be quantized (widths, a quantized model) before evaluating
+        spec.check(runtime.model, config, f"{QUANTIZE} of {name}")
     baseline = evaluate(runtime, requests)
     rows = []
-    for name, selector in sensitivity_units(runtime, unit):
-        config = spec.make_config({"bits": bits, "group_size": group_size, "mode": mode, "include": [selector]})
+    for name, config in units:
         candidate = apply_pass(spec, runtime, config)
         metrics = compare(baseline, evaluate(candidate, requests)).metrics
         coverage = candidate.info[QUANTIZE]["coverage"]

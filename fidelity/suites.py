@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from laya_opt import errors
+from laya_opt.jsonio import loads
 from laya_opt.prompt import QTYPES, QuestionSpec, validate_question
 
 from .lexicon import LANGUAGES
@@ -94,15 +95,6 @@ def question_key(question: dict) -> tuple[str, str, tuple[str, ...]]:
 
 
 # --- Validation --------------------------------------------------------------------------------------
-
-def _reject_duplicate_keys(pairs):
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r} in a JSON object")
-        out[key] = value
-    return out
-
 
 def _exact_keys(obj: Any, keys: Sequence[str], what: str) -> str | None:
     if not isinstance(obj, dict):
@@ -259,9 +251,9 @@ def parse_suite(data: bytes, path: str | Path = "<suite>") -> Suite:
         if not line.strip():
             raise SuiteError(path, lineno, "empty line")
         try:
-            obj = json.loads(line, object_pairs_hook=_reject_duplicate_keys)
-        except ValueError as exc:
-            raise SuiteError(path, lineno, f"invalid JSON: {exc}") from None
+            obj = loads(line, "record" if lineno > 1 else "header")
+        except errors.InputError as exc:
+            raise SuiteError(path, lineno, str(exc)) from None
         if lineno == 1:
             problem = _validate_header(obj)
             if problem:

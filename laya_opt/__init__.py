@@ -51,6 +51,7 @@ def apply(runtime, pass_, /, data=None, **settings):
         if settings:
             raise TypeError("give settings either in the config object or as keywords with a pass name, not both")
         spec, config = registry.for_config(pass_), pass_
+    spec.check(runtime.model, config)  # a setting the model cannot take is an InputError, not the pass failing
     if data is None:
         data = {name: default_resolver(kind, value) for name, (kind, value) in spec.data_names(config).items()}
     return apply_pass(spec, runtime, config, data)

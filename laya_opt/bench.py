@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
+from .checkpoint import MAX_SEED
 from .runtime import Runtime
 from .schema import checked
 
@@ -37,7 +38,7 @@ class BenchConfig:
     warmup: int = field(default=10, metadata={"min": 0})
     blocks: int = field(default=10, metadata={"min": 1})    # alternating blocks the timed requests are split into
     forward_only: bool = True    # also time pre-collated batches through runtime.forward
-    seed: int = field(default=0, metadata={"min": 0})       # bootstrap resampling
+    seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED})  # bootstrap resampling and mx.random
     bootstrap: int = field(default=BOOTSTRAP_RESAMPLES, metadata={"min": 1})
 
     def __post_init__(self):

@@ -6,66 +6,37 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from . import cli_bench, cli_run
-from .checkpoint import DTYPES
-from .config import ARCHITECTURES, read_json
+from .checkpoint import DTYPES, MAX_SEED
+from .cli_errors import ContractGroup
+from .config import ARCHITECTURES
 from .console import output_console, rich_table
+from .errors import InputError, QuestionError
+from .jsonio import loads, read_json, read_text
 from .resources import STANDIN, checkpoint_path, project_tokenizer
-
-BAD_INPUT = 2  # exit code for invalid input (click uses 2 for usage errors too)
-
-errors = Console(stderr=True)
-
-
-class InputError(click.ClickException):
-    """A clear one-line error for bad input: no traceback, exit code 2."""
-
-    exit_code = BAD_INPUT
-
-    def show(self, file=None):
-        errors.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False, soft_wrap=True)
-
-
-def fail_on_bad_input(func):
-    """Turn the library's input errors (ValueError, missing files) into InputError."""
-    import functools
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except (ValueError, FileNotFoundError, FileExistsError, KeyError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise InputError(str(message)) from None
-
-    return wrapper
 
 
 def read_state(value: str, as_json: bool):
     """`--state TEXT`, or `@path` to read a file; JSON-parse it with --json-state or a .json file."""
+    source = "--state"
     if value.startswith("@"):
         path = Path(value[1:])
         if not path.is_file():
-            raise FileNotFoundError(f"state file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+            problem = "is not a regular file" if path.exists() else "does not exist"
+            raise QuestionError(f"--state: state file {path} {problem}")
+        text, source = read_text(path, QuestionError), str(path)
         as_json = as_json or path.suffix == ".json"
     else:
         text = value
-    if not as_json:
-        return text
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--state is not valid JSON ({exc})") from None
+    return loads(text, source, QuestionError) if as_json else text
 
 
 def read_questions(path: Path) -> dict:
-    questions = read_json(path)
+    questions = read_json(path, QuestionError)
     if not isinstance(questions, dict):
-        raise ValueError(f"{path}: expected a JSON object mapping question id -> definition")
+        raise QuestionError(f"{path}: expected a JSON object mapping question id -> definition")
     return questions
 
 
@@ -103,12 +74,16 @@ dtype_option = click.option("--dtype", type=click.Choice(sorted(DTYPES)), defaul
                             help="Weights and activations dtype.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main():
+@click.group(cls=ContractGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Print the Python traceback of an error, not just its one-line message.")
+def main(debug):
     """laya-opt: make the Laya decision model fast without making it wrong.
 
     Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint) and run
     fidelity-gated optimization experiments (run, explain).
+
+    Exit codes, for every command: 0 success; 2 bad input (one line naming the file, key path, tensor
+    or question); 3 a gate failed (run); 1 a pass raised (named) or an unexpected error; 130 interrupted.
     """
 
 
@@ -121,7 +96,6 @@ def main():
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
               help="Questions per forward pass (insertion order).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON response envelope instead of a table.")
-@fail_on_bad_input
 def predict(checkpoint, state, json_state, questions_file, dtype, batch_size, as_json):
     """Answer typed questions about a state with one forward pass per batch."""
     from .runtime import load_runtime
@@ -142,21 +116,18 @@ def predict(checkpoint, state, json_state, questions_file, dtype, batch_size, as
 @questions_option
 @click.option("--question", "only", multiple=True, help="Only show these question ids (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print ids, markers and tokens as JSON.")
-@fail_on_bad_input
 def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json):
     """Show the exact token sequence each question feeds the model, with option markers."""
-    from .checkpoint import read_configs, resolve_checkpoint_dir
+    from .checkpoint import inspect_checkpoint
     from .prompt import prepare_request, render_tokens
-    from .tokens import load_codec
 
-    path = resolve_checkpoint_dir(checkpoint)
-    _, agent, _ = read_configs(path)  # no weights needed to inspect a prompt
-    codec = load_codec(path / "tokenizer")
+    files = inspect_checkpoint(checkpoint)  # checked like every load, but no weight is read
+    agent, codec = files.agent_config, files.codec
     prepared = prepare_request(read_state(state, json_state), read_questions(questions_file), codec,
                                agent.max_len, agent.head_max_len)
     unknown = set(only) - {item.qid for item in prepared}
     if unknown:
-        raise ValueError(f"--question: unknown question id(s) {', '.join(sorted(unknown))}")
+        raise QuestionError(f"--question: unknown question id(s) {', '.join(sorted(unknown))}")
     selected = [item for item in prepared if not only or item.qid in only]
     if as_json:
         click.echo(json.dumps([{"qid": item.qid, "type": item.type_name, "qtype": item.qtype, "ids": list(item.ids),
@@ -180,12 +151,12 @@ def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json)
               help="Published sizes (spec §2), the small test architecture (tiny) or the stand-in's (standin).")
 @click.option("--random", "random_weights", is_flag=True, required=True,
               help="Random weights (the only source: nothing is downloaded).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed of the random weights.")
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float16", show_default=True)
 @click.option("--tokenizer", "tokenizer_dir", type=click.Path(path_type=Path, file_okay=False),
               default=None, help="Tokenizer folder to ship (default: the project's bundled BPE tokenizer).")
 @click.argument("out_dir", type=click.Path(path_type=Path))
-@fail_on_bad_input
 def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
     """Write a complete upstream-layout checkpoint with random weights at a real size (never committed)."""
     from .checkpoint import load_checkpoint
@@ -193,7 +164,7 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
     from .synth import write_random_checkpoint
 
     if not random_weights:
-        raise ValueError("only --random checkpoints can be made (laya-opt never downloads weights)")
+        raise InputError("only --random checkpoints can be made (laya-opt never downloads weights)")
     path = write_random_checkpoint(arch, out_dir, seed=seed, dtype=dtype,
                                    tokenizer_dir=tokenizer_dir or project_tokenizer())
     loaded = load_checkpoint(path, dtype=dtype)
@@ -212,7 +183,6 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
               help="Quantize one encoder layer, or one Linear, at a time.")
 @dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
-@fail_on_bad_input
 def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json):
     """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes."""
     from .fidelity.checker import requests_from_suite

@@ -1,46 +1,35 @@
 """`laya-opt run` and `laya-opt explain`: experiment files from the command line.
 
-Exit codes of `run`: 0 all gates passed (or failed gates waived with --allow-failed-gates), 1 a pass
-raised or mutated its input (no results directory is written), 2 bad input (usage, invalid experiment
-file, missing checkpoint or suite), 3 a gate failed.
+Exit codes of `run` (the contract of `laya_opt.cli_errors`): 0 all gates passed (or failed gates waived
+with --allow-failed-gates), 1 a pass raised or mutated its input (no results directory is written),
+2 bad input (usage, invalid experiment file, checkpoint, suite or pass setting), 3 a gate failed,
+130 interrupted (nothing half-written is left).
 """
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from .console import output_console
-
-BAD_INPUT = 2
-PASS_FAILED = 1
-
-
-def _fail(message: str, code: int) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    sys.exit(code)
-
-
-def _load(path: str):
-    from .experiment import load_experiment
-
-    try:
-        return load_experiment(Path(path))
-    except (ValueError, FileNotFoundError, TypeError) as exc:
-        _fail(str(exc), BAD_INPUT)
 
 
 @click.command("explain")
 @click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
 def explain(experiment_file: str) -> None:
-    """Print the resolved plan of EXPERIMENT_FILE (stages, contracts, gates, workloads) without loading weights."""
-    from .experiment import explain as render_plan
+    """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
 
-    click.echo(render_plan(_load(experiment_file)))
+    The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
+    output directory, and every pass's settings against the checkpoint (selectors, group widths, a
+    quantized checkpoint). The plan lists stages, contracts, gates and workloads."""
+    from .experiment import explain as render_plan, load_experiment
+    from .runner import preflight
+
+    experiment = load_experiment(Path(experiment_file))
+    preflight(experiment)
+    click.echo(render_plan(experiment))
 
 
 @click.command("run")
@@ -62,37 +51,28 @@ def explain(experiment_file: str) -> None:
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
         no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
-    from .experiment import ExperimentError
+    from rich.markup import escape
+
+    from .experiment import load_experiment
     from .pipeline import PipelineError
+    from .resources import suite_path
     from .runner import print_outcome, run_experiment
 
-    experiment = _load(experiment_file)
+    experiment = load_experiment(Path(experiment_file))
     if candidate_dtype:
         experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
     if suites:
-        from .errors import InputError
-        from .resources import suite_path
-
-        try:
-            resolved = tuple(suite_path(name, f"--suite {name}") for name in suites)
-        except InputError as exc:
-            _fail(str(exc), BAD_INPUT)
-        experiment = dataclasses.replace(experiment, suites=resolved)
+        experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
+                                                                  for name in suites))
     console = output_console()
-    say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {message}[/]",
+    say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {escape(message)}[/]",
                                                                               highlight=False))
-    # SIGTERM becomes SystemExit so that run_experiment removes its temp dir on the way out.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
                                  allow_failed_gates=allow_failed_gates,
                                  show_progress=not quiet and console.is_terminal, say=say)
     except PipelineError as exc:
-        _fail(f"{exc}; no results directory was written", PASS_FAILED)
-    except (ExperimentError, FileNotFoundError, FileExistsError) as exc:
-        _fail(str(exc), BAD_INPUT)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        raise PipelineError(f"{exc}; no results directory was written", exc.partial) from exc
     print_outcome(outcome, console)
     if outcome.gates_failed and not allow_failed_gates:
         console.print("[bold red]gates failed[/] (exit 3); --allow-failed-gates waives them", highlight=False)

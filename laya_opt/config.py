@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from .errors import ConfigError, SchemaError
@@ -58,34 +56,38 @@ class AgentConfig:
 
 # ----------------------------------------------------------------------------- the files, as the validator reads them
 
-LARGE = 1 << 24  # sizes beyond this are typos, not models (and would overflow the parameter arithmetic)
+# Sizes beyond these are typos, not models; the published ones are far inside (spec §2).
+LARGE = 1 << 24
+MAX_PARAMETERS = 1 << 34   # 17 billion: no Laya encoder comes near, and MLX could not allocate one
+MAX_ACTIONS = 256
+MAX_ROPE_THETA = 1e12      # far above any published base; 1e308 overflows the float32 angles to NaN
 
 
 @dataclass(frozen=True)
 class RopeParameters:
     rope_type: Literal["default"] = "default"   # scaled RoPE ("linear", ...) is refused
-    rope_theta: float | None = None
+    rope_theta: float | None = field(default=None, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
 
 
 @dataclass(frozen=True)
 class EncoderFile:
     """encoder/config.json (spec §3.2); keys other than these are ignored, as upstream ignores them."""
 
-    vocab_size: int = field(metadata={"min": 1, "max": LARGE})
-    hidden_size: int = field(metadata={"min": 1, "max": LARGE})
-    intermediate_size: int = field(metadata={"min": 1, "max": LARGE})
-    num_hidden_layers: int = field(metadata={"min": 1, "max": 4096})
-    num_attention_heads: int = field(metadata={"min": 1, "max": 4096})
+    vocab_size: int = field(metadata={"min": 1, "max": 1 << 22})
+    hidden_size: int = field(metadata={"min": 2, "max": 1 << 16})
+    intermediate_size: int = field(metadata={"min": 1, "max": 1 << 18})
+    num_hidden_layers: int = field(metadata={"min": 1, "max": 1024})
+    num_attention_heads: int = field(metadata={"min": 1, "max": 1024})
     model_type: Literal["modernbert"] = "modernbert"
     hidden_activation: Literal["gelu"] = "gelu"   # exact erf GELU; tanh approximations are refused
-    norm_eps: float = field(default=1e-5, metadata={"min": 0.0, "max": 1.0})
+    norm_eps: float = field(default=1e-5, metadata={"gt": 0.0, "max": 0.1})   # 0 divides by zero on flat rows
     norm_bias: bool = False
     attention_bias: bool = False
     mlp_bias: bool = False
     local_attention: int = field(default=128, metadata={"min": 2, "max": LARGE})
     global_attn_every_n_layers: int = field(default=3, metadata={"min": 1})
-    global_rope_theta: float = field(default=160000.0, metadata={"min": 1.0})
-    local_rope_theta: float = field(default=10000.0, metadata={"min": 1.0})
+    global_rope_theta: float = field(default=160000.0, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
+    local_rope_theta: float = field(default=10000.0, metadata={"gt": 1.0, "max": MAX_ROPE_THETA})
     max_position_embeddings: int = field(default=8192, metadata={"min": 1, "max": LARGE})
     layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = None
     rope_parameters: Mapping[str, RopeParameters] | None = None
@@ -96,10 +98,10 @@ class AgentFile:
     """rl_agent_config.json (spec §3.3); training metadata keys are ignored."""
 
     encoder: Any
-    head_layers: int = field(metadata={"min": 0, "max": 4096})
+    head_layers: int = field(metadata={"min": 0, "max": 64})
     max_len: int = 512
     head_max_len: int = 192
-    act_costs: Mapping[str, Any] | None = None
+    act_costs: Mapping[str, float] | None = None         # only the count is used (spec §3.3)
     temperature: tuple[Any, ...] = (1.0, 1.0, 1.0)      # entries clamped later (spec §3.3), not refused
     temperature_by_options: Mapping[str, Any] | None = None
 
@@ -121,6 +123,11 @@ def parse_encoder_config(raw: dict, source: str = "encoder/config.json") -> Enco
                           f"{file.num_attention_heads}")
     if (file.hidden_size // file.num_attention_heads) % 2:
         raise ConfigError(f"{source}: head dim {file.hidden_size // file.num_attention_heads} must be even for RoPE")
+    size = file.vocab_size * file.hidden_size + file.num_hidden_layers * (
+        4 * file.hidden_size ** 2 + 3 * file.hidden_size * file.intermediate_size)
+    if size > MAX_PARAMETERS:
+        raise ConfigError(f"{source}: vocab_size, hidden_size, intermediate_size and num_hidden_layers give "
+                          f"{size:,} encoder parameters, more than {MAX_PARAMETERS:,}")
     layers = file.num_hidden_layers
     if file.layer_types is not None:
         if len(file.layer_types) != layers:
@@ -134,8 +141,6 @@ def parse_encoder_config(raw: dict, source: str = "encoder/config.json") -> Enco
         if kind not in LAYER_KINDS:
             raise ConfigError(f"{source}: rope_parameters has unknown layer kind {kind!r}")
         if params.rope_theta is not None:
-            if not params.rope_theta > 1.0:
-                raise ConfigError(f"{source}: rope_parameters.{kind}.rope_theta must be > 1, got {params.rope_theta}")
             bases[kind] = params.rope_theta
     return EncoderConfig(
         vocab_size=file.vocab_size, hidden_size=file.hidden_size, intermediate_size=file.intermediate_size,
@@ -152,20 +157,12 @@ def parse_agent_config(raw: dict, encoder: EncoderConfig, source: str = "rl_agen
                           f"max_position_embeddings ({encoder.max_position_embeddings})")
     if len(file.temperature) != 3:
         raise ConfigError(f"{source}: temperature must have exactly 3 entries [choice, score, noul]")
+    if len(file.act_costs or {}) >= MAX_ACTIONS:
+        raise ConfigError(f"{source}: act_costs has {len(file.act_costs)} entries; at most {MAX_ACTIONS - 1}")
     return AgentConfig(encoder=str(file.encoder), head_layers=file.head_layers, max_len=file.max_len,
                        head_max_len=file.head_max_len, act_costs=dict(file.act_costs or {}),
                        temperature=file.temperature, temperature_by_options=dict(file.temperature_by_options or {}),
                        raw=dict(raw))
-
-
-def read_json(path: Path):
-    """Parse a JSON file; a missing file or invalid JSON is an error naming the file."""
-    if not path.is_file():
-        raise FileNotFoundError(f"Not a complete Laya checkpoint: missing {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc})") from None
 
 
 def parameter_count(encoder: EncoderConfig, agent: AgentConfig) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ConfigError, InputWarning
 from .prompt import QTYPES, PreparedQuestion
 
 TEMP_MIN = 0.5
@@ -53,28 +54,33 @@ def _was_changed(raw: Any, clamped: float) -> bool:
 def _check_bucket_key(key: Any) -> None:
     parts = key.split(":") if isinstance(key, str) else []
     if len(parts) != 2 or parts[0] not in QTYPES or parts[1] not in OPTION_BUCKETS:
-        raise ValueError(f"temperature_by_options key {key!r} must look like '<type>:<size>' with type in "
+        raise ConfigError(f"temperature_by_options key {key!r} must look like '<type>:<size>' with type in "
                          f"{', '.join(QTYPES)} and size in {', '.join(OPTION_BUCKETS)}")
 
 
 def _per_type_entries(temperature: Any) -> list:
     if isinstance(temperature, (str, bytes, Mapping)) or not isinstance(temperature, (Sequence, np.ndarray)):
-        raise ValueError(f"temperature must be a list of 3 numbers [choice, score, noul], got {temperature!r}")
+        raise ConfigError(f"temperature must be a list of 3 numbers [choice, score, noul], got {temperature!r}")
     entries = list(temperature)
     if len(entries) != len(QTYPES):
-        raise ValueError(f"temperature must have exactly 3 entries [choice, score, noul], got {len(entries)}")
+        raise ConfigError(f"temperature must have exactly 3 entries [choice, score, noul], got {len(entries)}")
     return entries
 
 
-def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0),
-                            temperature_by_options: Any = None) -> Calibration:
-    """Validate and clamp both tables to [0.5, 5.0]; one RuntimeWarning lists every entry that changed."""
-    entries = _per_type_entries(temperature)
-    raw_buckets = {} if temperature_by_options is None else temperature_by_options
-    if not isinstance(raw_buckets, Mapping):
-        raise ValueError(f"temperature_by_options must be a dict, got {type(raw_buckets).__name__}")
-    for key in raw_buckets:
-        _check_bucket_key(key)  # all keys checked before any warning is emitted
+def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0), temperature_by_options: Any = None,
+                            source: str = "") -> Calibration:
+    """Validate and clamp both tables to [0.5, 5.0]; one InputWarning (a RuntimeWarning) lists every entry
+    that changed, after `source` (the file the tables came from); a malformed table is a ConfigError."""
+    where = f"{source}: " if source else ""
+    try:
+        entries = _per_type_entries(temperature)
+        raw_buckets = {} if temperature_by_options is None else temperature_by_options
+        if not isinstance(raw_buckets, Mapping):
+            raise ConfigError(f"temperature_by_options must be a dict, got {type(raw_buckets).__name__}")
+        for key in raw_buckets:
+            _check_bucket_key(key)  # all keys checked before any warning is emitted
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
     per_type = tuple(_clamp_temperature(raw) for raw in entries)
     buckets = {key: _clamp_temperature(raw) for key, raw in raw_buckets.items()}
     changes = [f"temperature[{index}] ({QTYPES[index]}): {raw!r} -> {value}"
@@ -82,8 +88,8 @@ def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0),
     changes += [f"temperature_by_options[{key!r}]: {raw!r} -> {buckets[key]}"
                 for key, raw in raw_buckets.items() if _was_changed(raw, buckets[key])]
     if changes:
-        warnings.warn(f"temperatures clamped to [{TEMP_MIN}, {TEMP_MAX}] (non-numeric or non-finite -> "
-                      f"{FALLBACK_TEMPERATURE}): " + "; ".join(changes), RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{where}temperatures clamped to [{TEMP_MIN}, {TEMP_MAX}] (non-numeric or non-finite -> "
+                      f"{FALLBACK_TEMPERATURE}, spec §3.3): " + "; ".join(changes), InputWarning, stacklevel=2)
     return Calibration(temperature=per_type, temperature_by_options=buckets, temperature_raw=tuple(entries),
                        temperature_by_options_raw=dict(raw_buckets))
 
@@ -130,7 +136,7 @@ def _real_logits(prepared: PreparedQuestion, logits_row: Any) -> np.ndarray:
         raise ValueError(f"question {prepared.qid}: has no options to decode")
     logits = row[:k]
     if not np.all(np.isfinite(logits)):
-        raise FloatingPointError(f"question {prepared.qid}: non-finite logits {logits.tolist()}; retry in float32")
+        raise FloatingPointError(f"question {prepared.qid}: non-finite logits {logits.tolist()}")
     return logits
 
 
@@ -152,7 +158,7 @@ def act_probability(action_row: Any, qid: Any = None) -> float:
     if row.ndim != 1 or row.shape[0] < 1:
         raise ValueError(f"{where}need a 1-D action row, got shape {row.shape}")
     if not np.all(np.isfinite(row)):
-        raise FloatingPointError(f"{where}non-finite action logits {row.tolist()}; retry in float32")
+        raise FloatingPointError(f"{where}non-finite action logits {row.tolist()}")
     return float(_softmax32(row)[0])
 
 

@@ -1,7 +1,9 @@
-"""Named error types of the public API; the CLI maps them to exit codes (bad input 2, a pass failing 1).
+"""Named error types of the public API; the CLI maps them to exit codes (`laya_opt.cli_errors`: bad input 2,
+a pass failing 1).
 
 Every input error is also a ValueError, so code that catches ValueError keeps working; its message
-names the file, key path, tensor or question at fault.
+names the file, key path, tensor or question at fault. `InputWarning` is input accepted with a change
+the user must see (temperatures clamped by spec §3.3); the CLI prints it as one `warning:` line.
 """
 from __future__ import annotations
 
@@ -40,3 +42,7 @@ class SuiteError(InputError):
 
 class PassError(LayaError, RuntimeError):
     """A pass raised, or broke its contract (mutated its input, changed a part it did not declare)."""
+
+
+class InputWarning(RuntimeWarning):
+    """Input accepted as the spec says, but changed (e.g. a temperature clamped); the message names the file."""

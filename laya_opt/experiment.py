@@ -40,6 +40,7 @@ import yaml
 from .bench import BenchConfig
 from .errors import ExperimentError, InputError
 from .fidelity.workloads import WORKLOADS, check_requests_name
+from .jsonio import read_text
 from .passes_api import check_order
 from .pipeline import GateSet, Pipeline, Step
 from .registry import Registry, build_registry
@@ -198,14 +199,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExperimentError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
+    text = read_text(path, ExperimentError)
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer beyond Python's 4,300-digit limit
         raise ExperimentError(f"{path}: invalid YAML ({exc})") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: invalid YAML (nested too deeply)") from None
 
 
 def load_experiment(path: str | Path, extra_passes: tuple = ()) -> Experiment:

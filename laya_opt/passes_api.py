@@ -25,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from .errors import PassError
+from .errors import InputError, PassError
 from .runtime import Runtime
 from .schema import non_default, parse
 
@@ -66,6 +66,14 @@ class PassSpec:
 
     def make_config(self, values: Mapping[str, Any] | None = None, path: str = "") -> Any:
         return parse(self.config_type, values or {}, path or self.name)
+
+    def check(self, model: Any, config: Any, where: str = "", error: type[InputError] = InputError) -> None:
+        """Run the precheck: a setting the model cannot take is bad input (`error`, named by `where`)."""
+        if self.precheck is not None:
+            try:
+                self.precheck(model, config)
+            except ValueError as exc:
+                raise error(f"{where or self.name}: {exc}") from None
 
     def data_names(self, config: Any) -> dict[str, tuple[str, str]]:
         """config field -> (data kind, the name it gives) for every need the config actually uses."""

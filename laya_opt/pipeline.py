@@ -301,6 +301,8 @@ class Pipeline:
         """
         say = progress or (lambda message: None)
         check_reference(reference, reference_dtype)
+        for index, step in enumerate(self.steps):  # settings the model cannot take, before minutes of evaluation
+            step.spec.check(reference.model, step.config, f"stage {index} ({step.name})")
         requests = as_requests(requests)
         planned = tuple(step.name for step in self.steps)
         reference_print = runtime_fingerprint(reference)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from .errors import QuestionError
+from .jsonio import MAX_DEPTH, nesting_depth
 
 if TYPE_CHECKING:
     from .tokens import TextCodec
@@ -25,6 +26,12 @@ NOUL_DEFAULT_DESCRIPTIONS = {"false": "no, the statement does not hold", "true":
 STRUCTURED_LABEL_TYPES = (list, tuple, dict, set, frozenset, bytearray)
 
 ROLES = ("cls", "header", "sep", "marker", "option", "state")
+
+# Request limits: far beyond what the token budgets keep (max_len is at most a few thousand tokens), low
+# enough that a runaway input fails at once with a message instead of tokenizing for minutes.
+MAX_QUESTIONS = 4096           # per request
+MAX_STATE_CHARS = 1 << 20      # the serialised state
+MAX_QUESTION_CHARS = 1 << 18   # instructions plus option texts of one question, rendered
 
 
 @dataclass(frozen=True)
@@ -119,12 +126,15 @@ def render_value(value: Any) -> str:
 
 def serialize_state(state: Any) -> str:
     """State text (§7.1): a str verbatim, anything else json.dumps with default separators and no key sorting."""
-    if isinstance(state, str):
-        return state
+    if not isinstance(state, str) and nesting_depth(state) > MAX_DEPTH:
+        raise QuestionError(f"state: nested more than {MAX_DEPTH} levels deep")
     try:
-        return json.dumps(state, ensure_ascii=False)
+        text = state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"state is not JSON-serialisable: {exc}") from None
+        raise QuestionError(f"state is not JSON-serialisable: {exc}") from None
+    if len(text) > MAX_STATE_CHARS:
+        raise QuestionError(f"state: {len(text):,} characters, more than the {MAX_STATE_CHARS:,} allowed")
+    return text
 
 
 def clean_mask_literals(text: str, mask_token: str) -> str:
@@ -292,6 +302,8 @@ def validate_question(qid: Any, definition: Any) -> QuestionSpec:
     """Validate one question definition (§6) and render its texts (§7.1)."""
     if not isinstance(definition, Mapping):
         raise _fail(qid, f"definition must be a dict, got {type(definition).__name__}")
+    if nesting_depth(definition) > MAX_DEPTH:
+        raise _fail(qid, f"nested more than {MAX_DEPTH} levels deep")
     unknown = [str(key) for key in definition if key not in QUESTION_FIELDS]
     if unknown:  # a misspelt field (e.g. "lables") would otherwise change the answer silently
         raise _fail(qid, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(QUESTION_FIELDS)}")
@@ -301,6 +313,10 @@ def validate_question(qid: Any, definition: Any) -> QuestionSpec:
     if labels is not None and type_name != "noul":
         raise _fail(qid, f"'labels' is only allowed on noul questions, not {type_name}")
     texts, keys, legend = _OPTION_BUILDERS[type_name](qid, definition.get("criteria"), labels)
+    size = len(instructions) + sum(map(len, texts))
+    if size > MAX_QUESTION_CHARS:
+        raise _fail(qid, f"instructions and options render to {size:,} characters, more than the "
+                         f"{MAX_QUESTION_CHARS:,} allowed")
     return QuestionSpec(qid=qid, type_name=type_name, qtype=QTYPES.index(type_name), instructions=instructions,
                         option_texts=texts, option_keys=keys, legend=legend)
 
@@ -308,7 +324,9 @@ def validate_question(qid: Any, definition: Any) -> QuestionSpec:
 def validate_questions(questions: Any) -> list[QuestionSpec]:
     """Validate an ordered mapping question id -> definition; the caller's order is kept."""
     if not isinstance(questions, Mapping):
-        raise ValueError(f"questions must be a dict of question id -> definition, got {type(questions).__name__}")
+        raise QuestionError(f"questions must be a dict of question id -> definition, got {type(questions).__name__}")
+    if len(questions) > MAX_QUESTIONS:
+        raise QuestionError(f"questions: {len(questions):,} in one request, more than the {MAX_QUESTIONS:,} allowed")
     return [validate_question(qid, definition) for qid, definition in questions.items()]
 
 
@@ -366,7 +384,7 @@ def assemble_question(spec: QuestionSpec, prefix: QuestionPrefix, state: StateTo
     ids = (prefix.ids + state.kept(room) + (codec.sep_id,))[:max_len]
     markers = tuple(position for position in prefix.markers if position < max_len)
     if len(markers) < spec.option_count:
-        raise ValueError(f"question {spec.qid} options exceed head_max_len={head_max_len}")
+        raise QuestionError(f"question {spec.qid} options exceed head_max_len={head_max_len}")
     return PreparedQuestion(qid=spec.qid, type_name=spec.type_name, qtype=spec.qtype, ids=ids, markers=markers,
                             option_keys=spec.option_keys, legend=spec.legend)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Iterable, Mapping
 
-from .errors import InputError
+from .errors import InputError, PassError
 from .passes_api import PassSpec
 
 ENTRY_POINT_GROUP = "laya_opt.passes"
@@ -63,7 +63,10 @@ def entry_point_specs() -> list[tuple[PassSpec, str]]:
     found = []
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         source = f"entry point {entry.name} = {entry.value}"
-        loaded = entry.load()
+        try:
+            loaded = entry.load()
+        except Exception as exc:
+            raise PassError(f"{source}: loading it raised {type(exc).__name__}: {exc}") from exc
         specs = specs_of_module(loaded, source) if isinstance(loaded, ModuleType) else [loaded]
         for spec in specs:
             if not isinstance(spec, PassSpec):
@@ -80,7 +83,10 @@ def import_plugin(module_name: str, path: str = "plugins") -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise InputError(f"{path}: plugin module {module_name!r} not found") from None
-        raise
+        failure = exc
+    except Exception as exc:  # the plugin's own code failed: like a pass raising, named
+        failure = exc
+    raise PassError(f"{path}: importing plugin {module_name!r} raised {type(failure).__name__}: {failure}") from failure
 
 
 def build_registry(plugins: Iterable[str] = (), extra: Iterable[PassSpec] = (),

@@ -1,18 +1,18 @@
 """Run an experiment: load its inputs, run the pipeline and benchmark, write the results directory.
 
 A results directory `<output_dir>/<name>-<UTC timestamp>[-N]/` holds manifest.json, stages.jsonl,
-report.md and timings.json. It is built in a hidden staging dir beside the target and renamed into
-place at the end, under the first free name, so two runs never collide; any exception (a pass raising
-included) removes the staging dir, so a directory with a final name is always complete.
+report.md and timings.json. It is built in a hidden staging dir beside the target (`laya_opt.staging`)
+and renamed into place at the end, under the first free name, so two runs never collide; any
+exception, Ctrl-C or SIGTERM removes the staging dir (and an output root that the run created and
+left empty), so a directory with a final name is always complete. `preflight` checks everything that
+can be checked without a weight (checkpoint files, suites, workloads, pass prechecks on a model built
+from the configs); `explain` runs it too.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,8 +21,8 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 
 from .bench import BenchConfig, BenchResult, backend, benchmark, environment, prepared_digest
-from .checkpoint import file_sha256, resolve_checkpoint_dir
-from .errors import ExperimentError
+from .checkpoint import CheckpointFiles, file_sha256, inspect_checkpoint, load_checkpoint
+from .errors import ExperimentError, InputError
 from .experiment import Experiment
 from .fidelity.suites import load_suite
 from .fidelity.workloads import build_workload
@@ -30,7 +30,8 @@ from .pipeline import PipelineResult, suite_requests
 from .plots import available as plots_available, write_run_plots
 from .report import (REFERENCE_LABEL, ReportRow, console_table, latency_records, plain, render_report,
                      row_from_record, stage_label, stage_record)
-from .runtime import Runtime, load_runtime
+from .runtime import Runtime, runtime_from_checkpoint
+from .staging import check_creatable, publish, staging_dir
 
 SOURCE_DIR = Path(__file__).resolve().parent
 
@@ -72,59 +73,68 @@ def utc_stamp(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(plain(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class RunInputs:
-    """Everything a run reads besides the weights, validated before any weight is loaded."""
+    """Everything a run reads, validated before any weight is loaded."""
 
-    checkpoint_dir: Path
+    checkpoint: CheckpointFiles      # configs, tokenizer, tensor header; its model holds no weights yet
     suites: tuple
     requests: tuple                  # checker EvalRequests over every suite
     bench_config: BenchConfig | None  # None: no benchmark
     workloads: tuple
 
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.checkpoint.path
+
+
+def _named(experiment: Experiment, message: str) -> ExperimentError:
+    return ExperimentError(f"{experiment.source}: {message}" if experiment.source else message)
+
 
 def load_inputs(experiment: Experiment, bench: bool = True, requests: int | None = None) -> RunInputs:
     """Checkpoint files, suites and workloads; problems are ExperimentErrors naming the key path."""
     try:
-        checkpoint_dir = resolve_checkpoint_dir(experiment.checkpoint)
-    except (FileNotFoundError, ValueError) as exc:
-        raise ExperimentError(f"checkpoint: {exc}") from None
+        checkpoint = inspect_checkpoint(experiment.checkpoint)
+    except InputError as exc:
+        raise _named(experiment, f"checkpoint: {exc}") from None
     suites = []
     for index, path in enumerate(experiment.suites):
         try:
             suites.append(load_suite(path))
-        except ValueError as exc:  # a malformed suite is bad input, named by its key path
-            raise ExperimentError(f"suites[{index}]: {exc}") from None
+        except InputError as exc:  # a malformed suite is bad input, named by its key path
+            raise _named(experiment, f"suites[{index}]: {exc}") from None
     plan = experiment.benchmark
     if requests is not None and plan is None:
-        raise ExperimentError(f"--requests {requests}: the experiment has no benchmark section, so nothing is timed")
+        raise _named(experiment, f"--requests {requests}: the experiment has no benchmark section, so nothing is "
+                                 "timed")
     bench_config, workloads = None, ()
     if bench and plan is not None:
         bench_config = plan.config if requests is None else dataclasses.replace(
             plan.config, requests=requests, blocks=min(plan.config.blocks, requests))
         workloads = tuple(build_workload(name) for name in plan.workloads)
-    return RunInputs(checkpoint_dir=checkpoint_dir, suites=tuple(suites), requests=suite_requests(suites),
+    return RunInputs(checkpoint=checkpoint, suites=tuple(suites), requests=suite_requests(suites),
                      bench_config=bench_config, workloads=workloads)
 
 
-def precheck_steps(experiment: Experiment, reference: Runtime) -> None:
-    """Refuse pass settings the checkpoint cannot take before minutes of reference evaluation are spent."""
+def precheck_steps(experiment: Experiment, model) -> None:
+    """Refuse pass settings the checkpoint cannot take (selectors matching nothing, a quantized model) up front."""
     for index, step in enumerate(experiment.steps):
-        if step.spec.precheck is not None:
-            try:
-                step.spec.precheck(reference.model, step.config)
-            except ValueError as exc:
-                raise ExperimentError(f"passes[{index}] ({step.name}): {exc}") from None
+        step.spec.check(model, step.config, f"{experiment.source or 'experiment'}: passes[{index}] ({step.name})",
+                        ExperimentError)
+
+
+def preflight(experiment: Experiment, bench: bool = True, requests: int | None = None,
+              output_dir: str | Path | None = None) -> RunInputs:
+    """Every check a run makes before it reads a weight: what `explain` runs, and `run` first."""
+    inputs = load_inputs(experiment, bench, requests)
+    precheck_steps(experiment, inputs.checkpoint.model)
+    check_creatable(Path(output_dir) if output_dir is not None else experiment.output_dir, "output directory")
+    return inputs
 
 
 def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime, result: PipelineResult,
@@ -158,15 +168,14 @@ def write_results(directory: Path, manifest: dict, records: Sequence[dict], benc
     (directory / "report.md").write_text(render_report(plain(manifest), records, plain(timings)), encoding="utf-8")
 
 
-def publish(staging: Path, out_root: Path, base_name: str) -> Path:
+def publish_unique(staging: Path, out_root: Path, base_name: str) -> Path:
     """Rename the finished staging dir to the first free `<base>`, `<base>-2`, ...: a rename never overwrites."""
-    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; results are ordinary files
     for number in range(1, 1000):
         target = out_root / (base_name if number == 1 else f"{base_name}-{number}")
         if target.exists():
             continue
         try:
-            os.rename(staging, target)  # fails if another run created the name meanwhile
+            publish(staging, target)  # fails if another run created the name meanwhile
             return target
         except OSError:
             if not target.exists():
@@ -177,18 +186,16 @@ def publish(staging: Path, out_root: Path, base_name: str) -> Path:
 def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = None, requests: int | None = None,
                    bench: bool = True, allow_failed_gates: bool = False, show_progress: bool = False,
                    say: Callable[[str], None] = lambda message: None, now: datetime | None = None) -> RunOutcome:
-    """Load, gate every stage, benchmark the accepted ones and write the results directory atomically."""
+    """Check, load, gate every stage, benchmark the accepted ones and write the results directory atomically."""
     started = now or datetime.now(timezone.utc)
     out_root = Path(output_dir) if output_dir is not None else experiment.output_dir
-    inputs = load_inputs(experiment, bench, requests)
+    inputs = preflight(experiment, bench, requests, out_root)
     say(f"backend {backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
         f"{experiment.reference_dtype} (reference)")
-    reference = load_runtime(inputs.checkpoint_dir, experiment.reference_dtype, experiment.batch_size)
-    precheck_steps(experiment, reference)
-    out_root.mkdir(parents=True, exist_ok=True)
+    reference = runtime_from_checkpoint(load_checkpoint(inputs.checkpoint, experiment.reference_dtype),
+                                        experiment.batch_size)
     base_name = f"{experiment.name}-{utc_stamp(started)}"
-    staging = Path(tempfile.mkdtemp(prefix=f".{base_name}.", dir=out_root))
-    try:
+    with staging_dir(out_root, base_name) as staging:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)
         result = experiment.pipeline().run(reference, inputs.requests, progress=say,
                                            reference_dtype=experiment.reference_dtype)
@@ -203,10 +210,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         rows = tuple(row_from_record(record, workload_names) for record in records)
         manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates)
         write_results(staging, manifest, records, bench_result)
-        target = publish(staging, out_root, base_name)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        target = publish_unique(staging, out_root, base_name)
     return RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
                       workloads=workload_names, allow_failed_gates=allow_failed_gates)
 

@@ -20,7 +20,7 @@ import numpy as np
 from .batching import Batch, Planner, check_plan, collate, insertion_order_planner
 from .checkpoint import Checkpoint, load_checkpoint
 from .config import AgentConfig, EncoderConfig
-from .decode import Calibration, calibration_from_tables, decode_answer, envelope
+from .decode import Calibration, decode_answer, envelope
 from .model import DEFAULT_KERNELS, Kernels, LayaModel
 from .prompt import PreparedQuestion, prepare_request
 from .tokens import TextCodec
@@ -136,8 +136,12 @@ class Runtime:
                          inputs=tuple(inputs) if trace else None, batch_shapes=tuple(shapes))
 
     def decode(self, execution: Execution) -> dict:
-        answers = {item.qid: decode_answer(item, logits, action, self.calibration)
-                   for item, logits, action in zip(execution.prepared, execution.logits, execution.action)}
+        try:
+            answers = {item.qid: decode_answer(item, logits, action, self.calibration)
+                       for item, logits, action in zip(execution.prepared, execution.logits, execution.action)}
+        except FloatingPointError as exc:  # weights are checked finite at load: the activations overflowed
+            advice = "; retry in float32" if self.dtype != mx.float32 else ", from finite weights"
+            raise FloatingPointError(f"{exc} in {str(self.dtype).removeprefix('mlx.core.')}{advice}") from None
         return envelope(answers, execution.prepared)
 
     def predict(self, state: Any, questions: Mapping) -> dict:
@@ -162,8 +166,7 @@ def runtime_from_checkpoint(checkpoint: Checkpoint, batch_size: int = 16) -> Run
     from .checkpoint import dtype_name
 
     return Runtime(model=checkpoint.model, codec=checkpoint.codec, encoder_config=checkpoint.encoder_config,
-                   agent_config=agent, calibration=calibration_from_tables(agent.temperature,
-                                                                           agent.temperature_by_options),
+                   agent_config=agent, calibration=checkpoint.calibration,
                    dtype=checkpoint.dtype, identity=f"{checkpoint.weights_sha256[:16]}:{dtype_name(checkpoint.dtype)}",
                    planner=insertion_order_planner(batch_size), info={"checkpoint": str(checkpoint.path)})
 

@@ -6,7 +6,7 @@ checks a mapping against one field by field and names the key path of the first 
 float (numeric strings too, since PyYAML reads `1e-4` as one), str, Any, None, Literal[...],
 Optional/Union, tuple[T, ...], Mapping[str, T], nested dataclasses, and any class with a
 `from_value(value, path)` classmethod (e.g. a gate written as text). Field metadata adds ranges:
-`field(metadata={"min": 1})`, `"max"`, `"choices"`, `"nonempty"`. The dataclass's own
+`field(metadata={"min": 1})`, `"gt"` (strictly above), `"max"`, `"choices"`, `"nonempty"`. The dataclass's own
 `__post_init__` checks combinations; its ValueError is reported under the dataclass's path.
 `@checked` applies the same checks when a dataclass is built directly in Python.
 """
@@ -119,6 +119,8 @@ def _check_metadata(value: Any, meta: Mapping, path: str) -> None:
         raise SchemaError(f"{path}: {value!r} is not one of {', '.join(map(str, meta['choices']))}")
     if "min" in meta and value < meta["min"]:
         raise SchemaError(f"{path}: must be >= {meta['min']}, got {value!r}")
+    if "gt" in meta and not value > meta["gt"]:
+        raise SchemaError(f"{path}: must be > {meta['gt']}, got {value!r}")
     if "max" in meta and value > meta["max"]:
         raise SchemaError(f"{path}: must be <= {meta['max']}, got {value!r}")
     if meta.get("nonempty") and not value:

@@ -5,23 +5,29 @@ from pathlib import Path
 
 from .checkpoint import build_random_model, parse_dtype, save_checkpoint
 from .config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from .errors import ConfigError, InputError
 from .resources import project_tokenizer
-from .tokens import load_codec
+from .staging import check_creatable
+from .tokens import TOKENIZER_FILES, load_codec
 
 
 def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype: str = "float16",
                             tokenizer_dir: str | Path | None = None) -> Path:
-    """A complete upstream-layout checkpoint with random weights; the tokenizer defaults to the project's."""
+    """A complete upstream-layout checkpoint with random weights; the tokenizer defaults to the project's.
+
+    Only the tokenizer files a checkpoint needs are copied from `tokenizer_dir`.
+    """
     if arch not in ARCHITECTURES:
-        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+        raise InputError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
     out_dir = Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"output directory {out_dir} already exists")
+    check_creatable(out_dir.parent, "output directory")
     tokenizer_dir = tokenizer_dir or project_tokenizer()
     codec = load_codec(tokenizer_dir)
     encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES[arch])
     if codec.vocab_size > encoder_raw["vocab_size"]:
-        raise ValueError(f"tokenizer {tokenizer_dir} has {codec.vocab_size} tokens, more than the "
+        raise ConfigError(f"tokenizer {tokenizer_dir} has {codec.vocab_size} tokens, more than the "
                          f"{arch} vocabulary of {encoder_raw['vocab_size']}")
     # Hugging Face builds the encoder from these ids: they must exist in this vocabulary (spec §13.22).
     encoder_raw.update(pad_token_id=codec.pad_id, cls_token_id=codec.cls_id, sep_token_id=codec.sep_id,
@@ -31,4 +37,4 @@ def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype
     encoder = parse_encoder_config(encoder_raw)
     agent = parse_agent_config(agent_raw, encoder)
     model = build_random_model(encoder, agent, seed=seed, dtype=parse_dtype(dtype))
-    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir)
+    return save_checkpoint(model, out_dir, encoder_raw, agent_raw, tokenizer_dir, tokenizer_files=TOKENIZER_FILES)

@@ -48,6 +48,7 @@ def check_applicable(model, config: QuantizeEncoderConfig) -> None:
 
     `explain` and the runner call this before any reference evaluation, so a bad recipe fails in seconds.
     """
+    check_mode_supported(config.scheme)
     packed = [path for path, module in weight_modules(model).items()
               if isinstance(module, QUANTIZED_TYPES) and any(selector_matches(path, s) for s in config.include)]
     if packed:
@@ -64,7 +65,6 @@ def check_applicable(model, config: QuantizeEncoderConfig) -> None:
 
 def quantized_model(model, config: QuantizeEncoderConfig):
     """A quantized clone of `model` and the selection that built it; the input model is never touched."""
-    check_mode_supported(config.scheme)
     check_applicable(model, config)
     clone = clone_model(model)
     selection = select_modules(clone, config.include, config.exclude)

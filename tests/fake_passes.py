@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -97,7 +99,24 @@ BROKEN = PassSpec(name="broken_forward", config_type=EmptyConfig,
                   apply=lambda runtime, config, data: (runtime.replace(forward=failing_forward), {}), exact=True,
                   description="test: a forward that raises when it runs", replaces=frozenset({"forward"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN)
+
+@dataclass(frozen=True)
+class WaitConfig:
+    marker: str = ""
+    seconds: float = 60.0
+
+
+def wait(runtime, config, data):
+    """Writes `marker`, then sleeps: a run to interrupt while it has work in progress."""
+    Path(config.marker).write_text("waiting")
+    time.sleep(config.seconds)
+    return runtime, {}
+
+
+WAIT = PassSpec(name="wait", config_type=WaitConfig, apply=wait, exact=True, description="test: waits",
+                replaces=frozenset({"kernels"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

@@ -39,7 +39,7 @@ def test_apply_by_config_name_or_spec_gives_the_same_runtime(tiny_checkpoint_dir
 
 
 def test_load_and_load_suite_name_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="never downloads"):
+    with pytest.raises(lo.CheckpointError, match="never downloads"):
         lo.load(tmp_path / "none")
     with pytest.raises(InputError, match="suite 'nope' not found .*bundled suites: calib, duplicated, heldout"):
         lo.load_suite("nope")
@@ -52,3 +52,15 @@ def test_benchmark_needs_runtimes_and_valid_settings(tiny_checkpoint_dir):
         lo.benchmark({})
     with pytest.raises(SchemaError, match="benchmark: unknown key\\(s\\) request"):
         lo.benchmark({"a": runtime}, request=3)
+
+
+def test_settings_the_model_cannot_take_are_input_errors_before_any_evaluation(tiny_checkpoint_dir, monkeypatch):
+    import laya_opt.pipeline
+
+    runtime = lo.load(tiny_checkpoint_dir)
+    with pytest.raises(InputError, match=r"^quantize_encoder: quantization selector\(s\) match no dense .*'noth"):
+        lo.apply(runtime, "quantize_encoder", include=["nothing.*"])
+    monkeypatch.setattr(laya_opt.pipeline, "evaluate", lambda *a, **k: pytest.fail("evaluated before the check"))
+    config = lo.passes.QuantizeEncoderConfig(group_size=128)
+    with pytest.raises(InputError, match=r"^stage 1 \(quantize_encoder\): quantize_encoder: cannot quantize 12"):
+        lo.run_pipeline(runtime, [config], dtype="float32")

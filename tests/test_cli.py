@@ -54,7 +54,7 @@ def test_predict_reads_state_files_and_json(tiny_checkpoint_dir, questions_file,
 
 @pytest.mark.parametrize("args, message", [
     (["--state", "@/nonexistent/state.txt"], "state file"),
-    (["--state", "{bad", "--json-state"], "not valid JSON"),
+    (["--state", "{bad", "--json-state"], "--state: invalid JSON"),
     (["--state", "x", "--checkpoint", "/nonexistent/ckpt"], "never downloads"),
 ])
 def test_predict_bad_input_exits_nonzero_with_a_named_error(tiny_checkpoint_dir, questions_file, args, message):

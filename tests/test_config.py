@@ -59,6 +59,15 @@ def test_rope_parameters_override_and_explicit_layer_types():
     ({"vocab_size": 0}, "vocab_size"),
     ({"num_hidden_layers": "3"}, "num_hidden_layers"),
     ({"rope_parameters": {"global": {}}}, "unknown layer kind"),
+    ({"norm_eps": 0}, "norm_eps: must be > 0"),
+    ({"norm_eps": "small"}, "norm_eps: expected a number, got 'small'"),
+    ({"norm_eps": float("nan")}, "norm_eps: expected a finite number"),
+    ({"vocab_size": 10 ** 12}, "vocab_size: must be <= 4194304"),
+    ({"hidden_size": 1 << 17}, "hidden_size: must be <= 65536"),
+    ({"local_rope_theta": 1.0}, "local_rope_theta: must be > 1.0"),
+    ({"global_rope_theta": 1e308}, "global_rope_theta: must be <= 1000000000000.0"),
+    ({"rope_parameters": {"full_attention": {"rope_theta": 1.0}}}, "full_attention.rope_theta: must be > 1.0"),
+    ({"vocab_size": 1 << 22, "hidden_size": 1 << 16, "num_attention_heads": 64}, "more than 17,179,869,184"),
 ])
 def test_encoder_config_errors(change, message):
     with pytest.raises(ValueError) as info:
@@ -80,6 +89,9 @@ def test_missing_encoder_key_is_named():
     ({"temperature": [1.0, 1.0]}, "exactly 3"),
     ({"act_costs": [0.5]}, "act_costs"),
     ({"head_layers": -1}, "head_layers"),
+    ({"head_layers": 65}, "head_layers: must be <= 64"),
+    ({"act_costs": {"escalate": "high"}}, "act_costs.escalate: expected a number"),
+    ({"act_costs": {f"a{i}": 0.5 for i in range(256)}}, "act_costs has 256 entries; at most 255"),
 ])
 def test_agent_config_errors(change, message):
     encoder = parse_encoder_config(TINY_ENCODER)

@@ -79,6 +79,16 @@ def test_english_choice_11_plus_is_clamped_to_half_with_one_warning():
     assert calibration.temperature == tuple(ENGLISH_TEMPERATURE)
 
 
+def test_the_warning_names_the_file_and_a_malformed_table_is_a_config_error():
+    from laya_opt.errors import ConfigError, InputWarning
+
+    with pytest.warns(InputWarning, match=r"^ckpt/rl_agent_config.json: temperatures clamped .*temperature\[1\] "
+                                          r"\(score\): 0 -> 0.5"):
+        calibration_from_tables([1.0, 0, 1.0], {}, source="ckpt/rl_agent_config.json")
+    with pytest.raises(ConfigError, match=r"^ckpt/rl_agent_config.json: temperature_by_options key 'x'"):
+        calibration_from_tables([1.0, 1.0, 1.0], {"x": 1.0}, source="ckpt/rl_agent_config.json")
+
+
 def test_every_changed_entry_is_listed_in_a_single_warning():
     raw = [float("nan"), 10, "abc"]
     buckets = {"noul:2": float("inf"), "score:11+": 0.1006, "choice:3-5": None, "choice:6-10": True,

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 import laya_opt as lo
 from laya_opt.checkpoint import build_random_model, load_checkpoint, save_quantized
 from laya_opt.config import architecture
-from laya_opt.quant import (ACTION_HEAD_REASON, QuantScheme, coverage_manifest, quantization_problems,
-                            quantize_modules, select_modules, selector_matches, weight_modules)
+from laya_opt.errors import CheckpointError
+from laya_opt.quant import (ACTION_HEAD_REASON, QuantScheme, check_mode_supported, coverage_manifest,
+                            quantization_problems, quantize_modules, select_modules, selector_matches, weight_modules)
 from laya_opt.runtime import load_runtime
 from laya_opt.passes.quantize_encoder import PASS
 
@@ -207,10 +208,7 @@ def test_round_trip_of_mixed_schemes_and_fp_mode(tmp_path):
 
 def test_port_metadata_without_module_list_loads_from_the_scales(quantized_dir, tmp_path):
     path, quantized = quantized_dir
-    copy = shutil.copytree(path, tmp_path / "port")
-    meta = json.loads((copy / "mlx_config.json").read_text())
-    del meta["quantization"]["modules"], meta["quantization"]["mode"]
-    (copy / "mlx_config.json").write_text(json.dumps(meta))
+    copy = _edit_meta(path, tmp_path, lambda q: [q.pop("modules"), q.pop("mode")])
     _assert_bit_identical(quantized, load_runtime(copy, "float32"))
 
 
@@ -224,6 +222,7 @@ def _edit_meta(path, tmp_path, edit):
     meta = json.loads((copy / "mlx_config.json").read_text())
     edit(meta["quantization"])
     (copy / "mlx_config.json").write_text(json.dumps(meta))
+    (copy / "manifest.json").unlink()  # a deliberate edit: its checksum would refuse it first
     return copy
 
 
@@ -232,6 +231,7 @@ def _edit_tensors(path, tmp_path, edit):
     tensors = dict(mx.load(str(copy / "model.safetensors")))
     edit(tensors)
     mx.save_safetensors(str(copy / "model.safetensors"), tensors)
+    (copy / "manifest.json").unlink()
     return copy
 
 
@@ -248,6 +248,9 @@ WO = "encoder.layers.1.attn.Wo"
     (lambda q: q["modules"].update({"encoder.layers.7.attn.Wo": {}}), "encoder.layers.7.attn.Wo: listed .* no Linear"),
     (lambda q: q["modules"].update({"act_head.layers.2": {}}), "act_head.layers.2: the action head stays dense"),
     (lambda q: q.update(quantize_heads="yes"), "quantize_heads must be true/false"),
+    (lambda q: q.update(bits=4), r"quantization.bits is 4 but the per-module entries say 13 module\(s\) 8"),
+    (lambda q: q.update(group_size=64), "quantization.group_size is 64 but"),
+    (lambda q: q.update(quantize_heads=True), "quantize_heads is true but no head or scorer module is quantized"),
 ])
 def test_metadata_that_does_not_match_the_tensors_is_refused(quantized_dir, tmp_path, edit, message):
     with pytest.raises(ValueError, match=message):
@@ -271,3 +274,19 @@ def test_weight_modules_are_listed_in_model_order(tiny_checkpoint_dir):
     assert paths[0] == "encoder.embeddings.tok_embeddings"
     assert paths[1:3] == ["encoder.layers.0.attn.Wqkv", "encoder.layers.0.attn.Wo"]
     assert paths[-2:] == ["act_head.layers.0", "act_head.layers.2"]
+
+
+def test_a_nan_code_in_mxfp4_scales_is_named(tiny_checkpoint_dir, tmp_path):
+    try:
+        check_mode_supported(QuantScheme(4, 32, "mxfp4"))
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    quantized = lo.apply(load_runtime(tiny_checkpoint_dir), "quantize_encoder", bits=4, group_size=32, mode="mxfp4")
+    path = save_quantized(quantized, tmp_path / "mxfp4")
+    assert load_checkpoint(path).model.encoder.layers[1].attn.Wo.mode == "mxfp4"
+
+    def nan_code(tensors):  # E8M0 scale code 255 is NaN
+        scales = tensors[f"{WO}.scales"].reshape(-1)
+        tensors[f"{WO}.scales"] = mx.concatenate([mx.array([255], dtype=mx.uint8), scales[1:]]).reshape(64, 2)
+    with pytest.raises(CheckpointError, match=rf"non-finite weights in 1 tensor\(s\):\n  {WO}.scales \(as dequantized"):
+        load_checkpoint(_edit_tensors(path, tmp_path, nan_code))

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from laya_opt.checkpoint import file_sha256
-from laya_opt.cli_run import explain, run
+from laya_opt.cli import main
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import PipelineError
 from laya_opt.plots import available as plots_available
@@ -112,10 +112,11 @@ def invoke(command, *args):
 
 def test_failed_gates_exit_3_unless_waived(write_experiment, tmp_path):
     path = write_experiment([{"name": "noisy_scorer", "on_fail": "reject"}])
-    failed = invoke(run, path, "--no-bench", "--quiet", "--output-dir", tmp_path / "strict")
+    failed = invoke(main, "run", path, "--no-bench", "--quiet", "--output-dir", tmp_path / "strict")
     assert failed.exit_code == 3, failed.output
     assert "FAILED stage 1 noisy_scorer incremental" in failed.output and "gates failed" in failed.output
-    waived = invoke(run, path, "--no-bench", "--quiet", "--allow-failed-gates", "--output-dir", tmp_path / "waived")
+    waived = invoke(main, "run", path, "--no-bench", "--quiet", "--allow-failed-gates", "--output-dir",
+                    tmp_path / "waived")
     assert waived.exit_code == 0, waived.output
     assert "WAIVED stage 1 noisy_scorer" in waived.output
     (results,) = (tmp_path / "waived").iterdir()
@@ -128,7 +129,7 @@ def test_failed_gates_exit_3_unless_waived(write_experiment, tmp_path):
 
 
 def test_passing_run_exits_0_and_prints_the_table(write_experiment, tmp_path):
-    result = invoke(run, write_experiment([{"name": "note"}]), "--no-bench", "--output-dir", tmp_path / "out")
+    result = invoke(main, "run", write_experiment([{"name": "note"}]), "--no-bench", "--output-dir", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert "1 note" in result.output and "accepted" in result.output and "results: " in result.output
     assert "evaluating the reference" in result.output  # progress lines unless --quiet
@@ -137,18 +138,18 @@ def test_passing_run_exits_0_and_prints_the_table(write_experiment, tmp_path):
 def test_bad_input_exits_2_with_the_key_path(write_experiment, tmp_path):
     path = write_experiment([{"name": "note", "config": {"note": "fine"}}])
     bad = write_experiment([{"name": "note", "config": {"note": 3}}], name="bad")
-    result = CliRunner().invoke(run, [str(bad), "--no-bench"])
+    result = CliRunner().invoke(main, ["run", str(bad), "--no-bench"])
     assert result.exit_code == 2
     assert "passes[0].config.note: expected a string, got integer 3" in result.output
     assert "Traceback" not in result.output
-    assert CliRunner().invoke(run, [str(tmp_path / "missing.yaml")]).exit_code == 2
-    assert CliRunner().invoke(run, [str(path), "--requests", "0"]).exit_code == 2
-    ignored = CliRunner().invoke(run, [str(path), "--requests", "5"])  # no benchmark section: refused, not ignored
+    assert CliRunner().invoke(main, ["run", str(tmp_path / "missing.yaml")]).exit_code == 2
+    assert CliRunner().invoke(main, ["run", str(path), "--requests", "0"]).exit_code == 2
+    ignored = CliRunner().invoke(main, ["run", str(path), "--requests", "5"])  # no benchmark: refused, not ignored
     assert ignored.exit_code == 2 and "no benchmark section" in ignored.output
 
 
 def test_a_raising_pass_exits_1_without_results(write_experiment, tmp_path):
-    result = CliRunner().invoke(run, [str(write_experiment([{"name": "explode"}])), "--no-bench", "--quiet",
+    result = CliRunner().invoke(main, ["run", str(write_experiment([{"name": "explode"}])), "--no-bench", "--quiet",
                                       "--output-dir", str(tmp_path / "out")])
     assert result.exit_code == 1 and "no results directory was written" in result.output
     assert entries(tmp_path / "out") == []
@@ -156,14 +157,14 @@ def test_a_raising_pass_exits_1_without_results(write_experiment, tmp_path):
 
 def test_requests_override_reaches_the_benchmark(write_experiment, tmp_path):
     path = write_experiment([], {**SMALL_BENCH, "requests": 6, "blocks": 3})
-    result = invoke(run, path, "--quiet", "--requests", "2", "--output-dir", tmp_path / "out")
+    result = invoke(main, "run", path, "--quiet", "--requests", "2", "--output-dir", tmp_path / "out")
     assert result.exit_code == 0, result.output
     timings = json.loads((next((tmp_path / "out").iterdir()) / "timings.json").read_text())
     assert (timings["config"]["requests"], timings["config"]["blocks"]) == (2, 2)
 
 
 def test_explain_prints_the_plan(write_experiment):
-    result = invoke(explain, write_experiment(NOISY_THEN_NOTE, SMALL_BENCH))
+    result = invoke(main, "explain", write_experiment(NOISY_THEN_NOTE, SMALL_BENCH))
     assert result.exit_code == 0
     assert "1. noisy_scorer  exact  on_fail=reject" in result.output and "2. note  exact  on_fail=stop" in result.output
     assert "benchmark   workloads short-1; end-to-end; 2 timed requests in 2 rotating blocks" in result.output
@@ -172,20 +173,20 @@ def test_explain_prints_the_plan(write_experiment):
 def test_run_suite_override_replaces_the_experiments_suites(write_experiment, tmp_path):
     path = write_experiment([{"name": "note", "config": {"note": "kept"}}])
     other = write_tiny_suite(tmp_path / "other.jsonl")
-    result = CliRunner().invoke(run, [str(path), "--no-bench", "--suite", str(other), "--output-dir",
+    result = CliRunner().invoke(main, ["run", str(path), "--no-bench", "--suite", str(other), "--output-dir",
                                       str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     (results_dir,) = (tmp_path / "out").iterdir()
     manifest = json.loads((results_dir / "manifest.json").read_text())
     assert [entry["path"] for entry in manifest["suites"]] == [str(other)]
-    missing = CliRunner().invoke(run, [str(path), "--suite", "no-such-suite"])
+    missing = CliRunner().invoke(main, ["run", str(path), "--suite", "no-such-suite"])
     assert missing.exit_code == 2 and "--suite no-such-suite" in missing.output
     assert not (tmp_path / "results").exists()
 
 
 def test_a_quantizing_stage_prints_and_reports_its_coverage(write_experiment, tmp_path):
     path = write_experiment([{"name": "quantize_encoder", "config": {"bits": 8, "group_size": 32}}])
-    result = CliRunner().invoke(run, [str(path), "--no-bench", "--candidate-dtype", "float32", "--output-dir",
+    result = CliRunner().invoke(main, ["run", str(path), "--no-bench", "--candidate-dtype", "float32", "--output-dir",
                                       str(tmp_path / "out")])
     assert result.exit_code in (0, 3), result.output
     assert "stage 1 quantize_encoder: 12 of" in result.output and "bits/weight" in result.output

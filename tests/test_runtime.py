@@ -84,8 +84,11 @@ def test_non_finite_outputs_raise(runtime):
                                batch.qtype, kernels=kernels)
         return logits * mx.array(float("nan")), action
 
-    with pytest.raises(FloatingPointError):
+    with pytest.raises(FloatingPointError, match=r"question topic: non-finite logits .* in float32, from finite"):
         runtime.replace(forward=nan_forward).predict("hello", {"topic": QUESTIONS["topic"]})
+    half = runtime.replace(forward=nan_forward, dtype=mx.float16)
+    with pytest.raises(FloatingPointError, match=r"in float16; retry in float32$"):
+        half.predict("hello", {"topic": QUESTIONS["topic"]})
 
 
 def test_replace_and_clone_never_touch_the_original(runtime):

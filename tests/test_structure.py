@@ -13,7 +13,7 @@ SOURCES = {"laya_opt": ROOT / "laya_opt", "laya_opt.passes": ROOT / "passes", "l
 CORE = {"laya_opt", "laya_opt._blas", "laya_opt.errors", "laya_opt.schema", "laya_opt.resources", "laya_opt.config",
         "laya_opt.tokens", "laya_opt.prompt", "laya_opt.batching", "laya_opt.model", "laya_opt.decode",
         "laya_opt.runtime", "laya_opt.checkpoint", "laya_opt.quant", "laya_opt.synth", "laya_opt.passes_api",
-        "laya_opt.fused"}
+        "laya_opt.fused", "laya_opt.jsonio", "laya_opt.tensorfile", "laya_opt.staging"}
 
 
 def module_files() -> dict[str, Path]:

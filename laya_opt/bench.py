@@ -146,30 +146,18 @@ def peak_memory_of(call: Callable[[], Any]) -> tuple[Any, int | None]:
     return result, int(peak())
 
 
-def _version(module_name: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(module_name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def environment() -> dict:
-    """Device and library versions, recorded with every result."""
-    device_info = {}
-    info_fn = getattr(mx, "device_info", None) or getattr(getattr(mx, "metal", None), "device_info", None)
-    if info_fn is not None:
-        try:
-            device_info = {key: (value if isinstance(value, (int, float, str, bool)) else str(value))
-                           for key, value in info_fn().items()}
-        except RuntimeError as exc:  # e.g. metal.device_info on a machine without Metal
-            device_info = {"error": str(exc)}
+    """Device, backend, the BLAS behind CPU matmuls and library versions, recorded with every result."""
+    from .system import detect_blas, device_facts, package_version
+
+    facts = device_facts()
     return {
-        "device": str(mx.default_device()),
-        "device_info": device_info,
-        "versions": {"mlx": _version("mlx"), "numpy": np.__version__, "tokenizers": _version("tokenizers"),
-                     "python": sys.version.split()[0], "laya-opt": _version("laya-opt")},
+        "device": facts["device"],
+        "device_info": facts["device_info"],
+        "backend": facts["backend"],
+        "blas": detect_blas().to_json(),
+        "versions": {"mlx": facts["mlx"], "numpy": np.__version__, "tokenizers": package_version("tokenizers"),
+                     "python": sys.version.split()[0], "laya-opt": package_version("laya-opt")},
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor(),

@@ -19,12 +19,15 @@ from typing import Any, Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
+from .progress import progress_bar
 from .runtime import Runtime
 from .schema import checked
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+# Fewer samples than this and the percentile is little more than the slowest sample or two.
+TAIL_MIN_SAMPLES = {"p95": 20, "p99": 100}
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,21 @@ def summarize(samples_ms: Sequence[float]) -> Summary:
     p50, p95, p99 = np.percentile(values, [50, 95, 99])
     return Summary(n=int(values.size), p50_ms=float(p50), p95_ms=float(p95), p99_ms=float(p99),
                    mean_ms=float(values.mean()), min_ms=float(values.min()), max_ms=float(values.max()))
+
+
+def thin_tails(n: int) -> tuple[str, ...]:
+    """The tail percentiles (p95, p99) that `n` samples are too few for."""
+    return tuple(name for name, minimum in TAIL_MIN_SAMPLES.items() if n < minimum)
+
+
+def tail_warning(n: int) -> str | None:
+    """A sentence for reports when the tail percentiles rest on too few samples; None when they do not."""
+    thin = thin_tails(n)
+    if not thin:
+        return None
+    needs = ", ".join(f"{name} needs >= {TAIL_MIN_SAMPLES[name]}" for name in thin)
+    return (f"{' and '.join(thin)} rest on {n} samples ({needs}): read them as the slowest samples, "
+            "not as tail percentiles")
 
 
 @dataclass(frozen=True)
@@ -282,13 +300,6 @@ class BenchResult:
         return raw
 
 
-def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    disable=not enabled, transient=True)
-
-
 def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: BenchConfig,
                  advance: Callable[[int], None] = lambda steps: None) -> dict[str, dict]:
     """Cold call, warmup, rotating timed blocks and a peak-memory call, for every runtime on one workload."""
@@ -329,7 +340,7 @@ def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: S
     facts = tuple(workload_facts(runtimes[baseline_label], workload) for workload in workloads)
     measurements = []
     calls_per_mode = len(runtimes) * (config.warmup + config.requests)
-    with _progress(show_progress) as progress:
+    with progress_bar(show_progress) as progress:
         for workload in workloads:
             for mode in config.modes:
                 task = progress.add_task(f"{workload.name} {mode}", total=calls_per_mode)

@@ -73,3 +73,13 @@ def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installe
     assert {p.name for p in results.iterdir()} == {"manifest.json", "stages.jsonl", "report.md", "timings.json"}
     assert [json.loads(line)["verdict"] for line in (results / "stages.jsonl").read_text().splitlines()] == \
         ["accepted", "accepted"]
+
+
+def test_the_reference_cache_hashes_the_installed_model_source(installed, tmp_path):
+    bin_dir, _ = installed
+    done = run(installed, tmp_path, bin_dir / "python", "-c",
+               "from laya_opt.refcache import source_files; files = source_files();"
+               "print(files['laya_opt.model'], files['laya_opt.fidelity.checker'], len(files))")
+    assert done.returncode == 0, done.stderr
+    model, checker, count = done.stdout.split()
+    assert str(bin_dir.parent) in model and str(bin_dir.parent) in checker and int(count) >= 10

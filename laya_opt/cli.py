@@ -9,10 +9,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import cli_doctor, cli_run
+from . import __version__, cli_diff, cli_doctor, cli_history, cli_run
 from .checkpoint import DTYPES
 from .config import ARCHITECTURES, read_json
-from .console import output_console, rich_table
+from .console import output_console, print_table
 from .resources import STANDIN, checkpoint_path, project_tokenizer
 
 BAD_INPUT = 2  # exit code for invalid input (click uses 2 for usage errors too)
@@ -104,11 +104,13 @@ dtype_option = click.option("--dtype", type=click.Choice(sorted(DTYPES)), defaul
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="laya-opt")
 def main():
     """laya-opt: make the Laya decision model fast without making it wrong.
 
-    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint) and run
-    fidelity-gated optimization experiments (run, explain).
+    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint), run
+    fidelity-gated optimization experiments (run, explain), compare and list runs (diff, history) and
+    check the machine (doctor).
     """
 
 
@@ -227,12 +229,14 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        output_console().print(rich_table(sensitivity_table(rows)))
+        print_table(output_console(), sensitivity_table(rows))
 
 
 main.add_command(cli_run.run)
 main.add_command(cli_run.explain)
 main.add_command(cli_doctor.doctor)
+main.add_command(cli_history.history)
+main.add_command(cli_diff.diff)
 
 if __name__ == "__main__":
     sys.exit(main())

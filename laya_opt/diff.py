@@ -196,7 +196,8 @@ def diff_tables(diff: ResultsDiff) -> list[dict]:
     tables = []
     if diff.config:
         tables.append({"title": "resolved config (a → b)", "columns": ["key", "a", "b"],
-                       "rows": [[key, "—" if a is None else a, "—" if b is None else b] for key, a, b in diff.config]})
+                       "rows": [[key, "—" if a is None else a, "—" if b is None else b]
+                                for key, a, b in diff.config]})
     tables.append({"title": "verdicts", "columns": ["stage", "a", "b"],
                    "rows": [[stage, a or "(absent)", b or "(absent)"] for stage, a, b in diff.verdicts]})
     if diff.metrics:

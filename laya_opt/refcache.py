@@ -254,10 +254,6 @@ class CacheResult:
     saved_s: float | None = None  # hit: what evaluating took when the entry was made
     note: str = ""              # why an entry was recomputed or not stored
 
-    @property
-    def hit(self) -> bool:
-        return self.status == "hit"
-
     def describe(self) -> str:
         """One line for the console and report.md."""
         if self.status == "off":

@@ -292,10 +292,15 @@ def _best_rejected_section(records: Sequence[Mapping]) -> list[str]:
     best = best_rejected(records)
     if best is None:
         return []
-    failing = [[g["comparison"], g["gate"], NO_VALUE if g["measured"] is None else f"{_number(g['measured']):.6g}",
-                g["status"]] for g in best["gates"] if g["status"] in ("FAIL", "WAIVED")]
-    return ["## No candidate passed", "", best_rejected_line(best) + ". Its failing gates:", "", markdown_table(["comparison", "gate", "measured", "result"], failing, "llrl"),
-            "", "Every stage's numbers are in the tables below and in stages.jsonl.", ""]
+    failing = [[g["comparison"], g["gate"], _measured(g), g["status"]]
+               for g in best["gates"] if g["status"] in ("FAIL", "WAIVED")]
+    return ["## No candidate passed", "", best_rejected_line(best) + ". Its failing gates:", "",
+            markdown_table(["comparison", "gate", "measured", "result"], failing, "llrl"), "",
+            "Every stage's numbers are in the tables below and in stages.jsonl.", ""]
+
+
+def _measured(gate_row: Mapping) -> str:
+    return NO_VALUE if gate_row["measured"] is None else f"{_number(gate_row['measured']):.6g}"
 
 
 def _platform(environment: Mapping) -> str:
@@ -340,8 +345,7 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
-    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"],
-                   NO_VALUE if g["measured"] is None else f"{_number(g['measured']):.6g}", g["status"]]
+    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g), g["status"]]
                   for r in records for g in r["gates"]]
     lines += ["## Gates", "", markdown_table(["stage", "comparison", "gate", "measured", "result"], gate_cells,
                                              "lllrl"), ""]

@@ -73,10 +73,12 @@ def _user_dir(override: str, xdg: str, xdg_default: str, mac: str, windows: str)
 
 
 def user_cache_dir() -> Path:
-    """Recomputable files (reference outputs): `$LAYA_OPT_CACHE_DIR`, `$XDG_CACHE_HOME/laya-opt`, ~/.cache/laya-opt."""
+    """Recomputable files (reference outputs): `$LAYA_OPT_CACHE_DIR`, `$XDG_CACHE_HOME/laya-opt`,
+    ~/.cache/laya-opt."""
     return _user_dir("LAYA_OPT_CACHE_DIR", "XDG_CACHE_HOME", ".cache", "Caches", "Cache")
 
 
 def user_data_dir() -> Path:
-    """Files worth keeping (the run history): `$LAYA_OPT_DATA_DIR`, `$XDG_DATA_HOME/laya-opt`, ~/.local/share/laya-opt."""
+    """Files worth keeping (the run history): `$LAYA_OPT_DATA_DIR`, `$XDG_DATA_HOME/laya-opt`,
+    ~/.local/share/laya-opt."""
     return _user_dir("LAYA_OPT_DATA_DIR", "XDG_DATA_HOME", ".local/share", "Application Support", "Data")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -53,7 +54,7 @@ def test_a_run_is_recorded_with_hashes_and_per_stage_headlines(results, tmp_path
     speedup = rows[2]["latency"]["short-1"]["end_to_end"]["speedup"]
     assert speedup == results.stages[2]["timings"]["short-1"]["end_to_end"]["speedup"]
     assert rows[1]["latency"] == {}  # a rejected stage is not timed
-    with __import__("sqlite3").connect(db) as connection:
+    with sqlite3.connect(db) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 

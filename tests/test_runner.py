@@ -1,4 +1,4 @@
-"""Around the pipeline: the reference cache in a run, nothing lost when nothing passes, exports, what the console shows."""
+"""Around the pipeline: the reference cache in a run, nothing lost when nothing passes, exports, the console."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from fake_passes import write_tiny_suite
+from fake_passes import NOISY, NOTE, REQUESTS, write_tiny_suite
 
 from laya_opt.checkpoint import load_checkpoint
 from laya_opt.cli_run import run
@@ -18,7 +18,6 @@ from laya_opt.pipeline import Pipeline
 from laya_opt.report import load_results
 from laya_opt.runner import run_experiment
 
-from fake_passes import NOISY, NOTE, REQUESTS
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 SMALL_BENCH = {"workloads": ["short-1"], "requests": 2, "blocks": 2, "warmup": 0, "forward_only": False}

@@ -1,4 +1,5 @@
-"""`laya-opt doctor` and what it reads: the BLAS behind MLX (both cases simulated, and this machine's), memory, packages."""
+"""`laya-opt doctor` and what it reads: the BLAS behind MLX (both cases simulated, and this machine's), memory,
+packages."""
 from __future__ import annotations
 
 import json

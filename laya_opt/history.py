@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import InputError
 from .resources import user_data_dir
@@ -145,54 +146,85 @@ def stage_rows(run_id: int, records: Sequence[Mapping]) -> list[dict]:
 # The database
 
 
+def retrying(action: Callable[[], Any]) -> Any:
+    """`action()`, again while SQLite says the database is locked or busy, for up to LOCK_WAIT_S.
+
+    The connection's timeout covers waiting for a lock; a few paths (switching a new file to WAL while
+    another process opens it, a WAL recovery in progress) answer "locked" at once instead.
+    """
+    deadline, pause = time.monotonic() + LOCK_WAIT_S, 0.01
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if not any(word in str(exc) for word in ("locked", "busy")) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.5)
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """An autocommit connection with the schema in place; transactions are opened explicitly."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return retrying(lambda: _open(path))
+    except sqlite3.DatabaseError as exc:  # not a database, or locked past the wait
+        raise InputError(f"history database {path}: {exc}") from None
+
+
+def _open(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(str(path), timeout=LOCK_WAIT_S, isolation_level=None)
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
+        if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # persistent: set once per file
+            connection.execute("PRAGMA journal_mode=WAL")
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise InputError(f"history database {path} has schema {version}, newer than this laya-opt's "
                              f"({SCHEMA_VERSION})")
         if version < SCHEMA_VERSION:
-            _create(connection)
-    except sqlite3.DatabaseError as exc:  # not a database, or locked past the wait
-        connection.close()
-        raise InputError(f"history database {path}: {exc}") from None
+            _write(connection, _create)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
-def _create(connection: sqlite3.Connection) -> None:
-    """Create the tables under the write lock (another process may be doing the same: IF NOT EXISTS)."""
+def _write(connection: sqlite3.Connection, body: Callable[[sqlite3.Connection], Any]) -> Any:
+    """`body(connection)` in one transaction that holds the write lock from its start."""
     connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _create(connection: sqlite3.Connection) -> None:
+    """The tables (another process may be creating them too: IF NOT EXISTS)."""
     for statement in filter(str.strip, SCHEMA.split(";")):
         connection.execute(statement)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    connection.execute("COMMIT")
 
 
 def append_run(manifest: Mapping, records: Sequence[Mapping], results_dir: Path, exit_code: int,
                path: Path | None = None) -> int:
     """Append one run and its stages in one transaction; returns the run's id."""
     row = run_row(manifest, results_dir, exit_code)
+
+    def insert(connection: sqlite3.Connection) -> int:
+        cursor = connection.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES "
+                                    f"({', '.join('?' * len(RUN_COLUMNS))})", [row[c] for c in RUN_COLUMNS])
+        run_id = int(cursor.lastrowid)
+        connection.executemany(f"INSERT INTO stages ({', '.join(STAGE_COLUMNS)}) VALUES "
+                               f"({', '.join('?' * len(STAGE_COLUMNS))})",
+                               [[stage[c] for c in STAGE_COLUMNS] for stage in stage_rows(run_id, records)])
+        return run_id
+
     with closing(connect(path or history_path())) as connection:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            cursor = connection.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES "
-                                        f"({', '.join('?' * len(RUN_COLUMNS))})", [row[c] for c in RUN_COLUMNS])
-            run_id = int(cursor.lastrowid)
-            connection.executemany(f"INSERT INTO stages ({', '.join(STAGE_COLUMNS)}) VALUES "
-                                   f"({', '.join('?' * len(STAGE_COLUMNS))})",
-                                   [[stage[c] for c in STAGE_COLUMNS] for stage in stage_rows(run_id, records)])
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-    return run_id
+        return retrying(lambda: _write(connection, insert))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from fake_passes import write_tiny_suite
 from laya_opt.cli_history import history
 from laya_opt.errors import InputError
 from laya_opt.experiment import load_experiment
-from laya_opt.history import HistoryFilter, append_run, history_path, parse_since, query
+from laya_opt.history import HistoryFilter, append_run, history_path, parse_since, query, retrying
 from laya_opt.report import load_results
 from laya_opt.runner import run_experiment
 
@@ -137,3 +137,24 @@ def test_a_damaged_database_is_named_and_costs_a_run_only_its_history_row(result
     experiment = load_experiment(results.manifest["resolved"]["source"])
     outcome = run_experiment(experiment, bench=False, output_dir=tmp_path / "out", now=NOW)
     assert outcome.results_dir.is_dir() and outcome.history.startswith("not recorded in the run history")
+
+
+def test_locked_answers_are_retried_and_other_errors_are_not():
+    answers = [sqlite3.OperationalError("database is locked"), sqlite3.OperationalError("database is busy"), 7]
+
+    def action():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert retrying(action) == 7 and answers == []
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise sqlite3.OperationalError("no such table: runs")
+
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        retrying(broken)
+    assert len(calls) == 1

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from fake_passes import NOISY, NOTE, REQUESTS, write_tiny_suite
 
 from laya_opt.checkpoint import load_checkpoint
-from laya_opt.cli_run import run
+from laya_opt.cli_run import explain, run
 from laya_opt.errors import ExperimentError
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import Pipeline
@@ -117,6 +117,8 @@ def test_an_accepted_quantizing_stage_is_exported_and_loads(write_experiment, tm
     path = write_experiment([QUANTIZE, {"name": "note"}], export={"stage": "quantize_encoder", "path": str(target)},
                             gates={"cumulative": ["max_abs_dp <= 1", "argmax_agreement >= 0"],
                                    "incremental": ["max_abs_dp <= 1", "argmax_agreement >= 0"]})
+    plan = CliRunner().invoke(explain, [str(path)])
+    assert f"export      stage quantize_encoder -> {target}" in plan.output
     outcome = run_experiment(load_experiment(path), bench=False, now=NOW)
     assert outcome.export["status"] == "written", outcome.export
     loaded = load_checkpoint(target, "float32")

@@ -6,7 +6,7 @@ are recorded rather than raised, so the `finite` gate fails visibly instead of t
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,8 +184,12 @@ def evaluate_request(runtime: Runtime, request: EvalRequest, repeat: int = 1) ->
             in enumerate(zip(prepared, execution.logits, execution.action, execution.inputs))]
 
 
-def evaluate(runtime: Runtime, requests: Sequence[EvalRequest], repeat: int = 1) -> Outputs:
-    """Every question of every request; `repeat=2` also records whether reruns were bit-identical."""
+def evaluate(runtime: Runtime, requests: Sequence[EvalRequest], repeat: int = 1,
+             advance: Callable[[int], None] | None = None) -> Outputs:
+    """Every question of every request; `repeat=2` also records whether reruns were bit-identical.
+
+    `advance(1)` is called after each request (a progress bar's hook).
+    """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
     questions: list[QuestionOutput] = []
@@ -198,6 +202,8 @@ def evaluate(runtime: Runtime, requests: Sequence[EvalRequest], repeat: int = 1)
                 raise ValueError(f"duplicate question key {output.key!r}: record ids must be unique")
             seen.add(output.key)
             questions.append(output)
+        if advance is not None:
+            advance(1)
     return Outputs(identity=runtime.identity, questions=tuple(questions), repeat=repeat)
 
 

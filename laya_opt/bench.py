@@ -20,12 +20,15 @@ import mlx.core as mx
 import numpy as np
 
 from .checkpoint import MAX_SEED
+from .progress import progress_bar
 from .runtime import Runtime
 from .schema import checked
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+# Fewer samples than this and the percentile is little more than the slowest sample or two.
+TAIL_MIN_SAMPLES = {"p95": 20, "p99": 100}
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,21 @@ def summarize(samples_ms: Sequence[float]) -> Summary:
     p50, p95, p99 = np.percentile(values, [50, 95, 99])
     return Summary(n=int(values.size), p50_ms=float(p50), p95_ms=float(p95), p99_ms=float(p99),
                    mean_ms=float(values.mean()), min_ms=float(values.min()), max_ms=float(values.max()))
+
+
+def thin_tails(n: int) -> tuple[str, ...]:
+    """The tail percentiles (p95, p99) that `n` samples are too few for."""
+    return tuple(name for name, minimum in TAIL_MIN_SAMPLES.items() if n < minimum)
+
+
+def tail_warning(n: int) -> str | None:
+    """A sentence for reports when the tail percentiles rest on too few samples; None when they do not."""
+    thin = thin_tails(n)
+    if not thin:
+        return None
+    needs = ", ".join(f"{name} needs >= {TAIL_MIN_SAMPLES[name]}" for name in thin)
+    return (f"{' and '.join(thin)} rest on {n} samples ({needs}): read them as the slowest samples, "
+            "not as tail percentiles")
 
 
 @dataclass(frozen=True)
@@ -147,38 +165,18 @@ def peak_memory_of(call: Callable[[], Any]) -> tuple[Any, int | None]:
     return result, int(peak())
 
 
-def _version(module_name: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(module_name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def backend() -> str:
-    """The MLX backend the default device runs on: cuda, metal or cpu."""
-    if mx.default_device().type == mx.DeviceType.cpu:
-        return "cpu"
-    return "cuda" if hasattr(mx, "cuda") and mx.cuda.is_available() else "metal"
-
-
 def environment() -> dict:
-    """Device and library versions, recorded with every result."""
-    device_info = {}
-    info_fn = getattr(mx, "device_info", None) or getattr(getattr(mx, "metal", None), "device_info", None)
-    if info_fn is not None:
-        try:
-            device_info = {key: (value if isinstance(value, (int, float, str, bool)) else str(value))
-                           for key, value in info_fn().items()}
-        except RuntimeError as exc:  # e.g. metal.device_info on a machine without Metal
-            device_info = {"error": str(exc)}
+    """Device, backend, the BLAS behind CPU matmuls and library versions, recorded with every result."""
+    from .system import detect_blas, device_facts, package_version
+
+    facts = device_facts()
     return {
-        "device": str(mx.default_device()),
-        "backend": backend(),
-        "device_info": device_info,
-        "versions": {"mlx": _version("mlx"), "numpy": np.__version__, "tokenizers": _version("tokenizers"),
-                     "python": sys.version.split()[0], "laya-opt": _version("laya-opt")},
+        "device": facts["device"],
+        "device_info": facts["device_info"],
+        "backend": facts["backend"],
+        "blas": detect_blas().to_json(),
+        "versions": {"mlx": facts["mlx"], "numpy": np.__version__, "tokenizers": package_version("tokenizers"),
+                     "python": sys.version.split()[0], "laya-opt": package_version("laya-opt")},
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor(),
@@ -304,13 +302,6 @@ class BenchResult:
         return raw
 
 
-def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    disable=not enabled, transient=True)
-
-
 def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: BenchConfig,
                  advance: Callable[[int], None] = lambda steps: None) -> dict[str, dict]:
     """Cold call, warmup, rotating timed blocks and a peak-memory call, for every runtime on one workload."""
@@ -367,7 +358,7 @@ def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: S
     facts = tuple(workload_facts(runtimes[baseline_label], workload) for workload in workloads)
     measurements, skipped = [], []
     calls_per_mode = len(runtimes) * (config.warmup + config.requests)
-    with _progress(show_progress) as progress:
+    with progress_bar(show_progress) as progress:
         for workload in workloads:
             for mode in config.modes:
                 if deadline is not None and time.monotonic() > deadline:

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from . import cli_bench, cli_run
+from . import __version__, cli_bench, cli_diff, cli_doctor, cli_history, cli_run
 from .checkpoint import DTYPES, MAX_SEED
 from .cli_errors import ContractGroup
 from .config import ARCHITECTURES
-from .console import output_console, rich_table
+from .console import output_console, print_table
 from .errors import InputError, QuestionError
 from .jsonio import loads, read_json, read_text
 from .resources import STANDIN, checkpoint_path, project_tokenizer
@@ -75,12 +75,14 @@ dtype_option = click.option("--dtype", type=click.Choice(sorted(DTYPES)), defaul
 
 
 @click.group(cls=ContractGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="laya-opt")
 @click.option("--debug", is_flag=True, help="Print the Python traceback of an error, not just its one-line message.")
 def main(debug):
     """laya-opt: make the Laya decision model fast without making it wrong.
 
-    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint) and run
-    fidelity-gated optimization experiments (run, explain).
+    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint), run
+    fidelity-gated optimization experiments (run, explain), time them head to head against the upstream
+    runtime (bench, plot), compare and list runs (diff, history) and check the machine (doctor).
 
     Exit codes, for every command: 0 success; 2 bad input (one line naming the file, key path, tensor
     or question); 3 a gate failed (run); 1 a pass raised (named) or an unexpected error; 130 interrupted.
@@ -197,13 +199,16 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        output_console().print(rich_table(sensitivity_table(rows)))
+        print_table(output_console(), sensitivity_table(rows))
 
 
 main.add_command(cli_run.run)
 main.add_command(cli_run.explain)
 main.add_command(cli_bench.bench)
 main.add_command(cli_bench.plot)
+main.add_command(cli_doctor.doctor)
+main.add_command(cli_history.history)
+main.add_command(cli_diff.diff)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,13 +1,15 @@
 """`laya-opt run` and `laya-opt explain`: experiment files from the command line.
 
 Exit codes of `run` (the contract of `laya_opt.cli_errors`): 0 all gates passed (or failed gates waived
-with --allow-failed-gates), 1 a pass raised or mutated its input (no results directory is written),
-2 bad input (usage, invalid experiment file, checkpoint, suite or pass setting), 3 a gate failed,
+with --allow-failed-gates), 1 a pass raised or mutated its input (no results directory is written) or
+an asked-for export could not be written (the results directory is), 2 bad input (usage, invalid
+experiment file, checkpoint, suite or pass setting, an export path that exists), 3 a gate failed,
 130 interrupted (nothing half-written is left).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -47,18 +49,41 @@ def explain(experiment_file: str) -> None:
 @click.option("--suite", "suites", multiple=True,
               help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
                    "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
-@click.option("--quiet", is_flag=True, help="No progress output; the stage table is still printed.")
+@click.option("--quiet", is_flag=True, help="No progress lines or bars; the stage table is still printed.")
+@click.option("--no-cache", is_flag=True,
+              help="Evaluate the reference even if the reference cache holds its outputs (the cache is keyed by "
+                   "checkpoint, suite and token hashes, dtype, MLX version and backend, and the model source).")
+@click.option("--export-stage", default=None,
+              help="Export the quantized checkpoint of this stage (a pass name) if it is accepted; with --export-dir.")
+@click.option("--export-dir", type=click.Path(file_okay=False), default=None,
+              help="Where --export-stage writes the checkpoint; it must not exist (exports never overwrite).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the outcome (results dir, exit code, reference cache, stage rows, export) as JSON.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool) -> None:
-    """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
+        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool, no_cache: bool,
+        export_stage: str | None, export_dir: str | None, as_json: bool) -> None:
+    """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
+
+    The reference outputs come from the reference cache when nothing they depend on changed (the console
+    and report.md say "cache hit" or "computed"); every run is appended to the run history
+    (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
+    to passing.
+    """
     from rich.markup import escape
 
-    from .experiment import load_experiment
+    from .errors import ExperimentError
+    from .experiment import export_plan, load_experiment
     from .pipeline import PipelineError
     from .resources import suite_path
-    from .runner import print_outcome, run_experiment
+    from .runner import outcome_json, print_outcome, run_experiment
 
     experiment = load_experiment(Path(experiment_file))
+    if (export_stage is None) != (export_dir is None):
+        raise ExperimentError("--export-stage and --export-dir go together")
+    if export_stage is not None:
+        experiment = dataclasses.replace(experiment, export=export_plan(
+            export_stage, export_dir, experiment.steps, "--export-stage", "--export-dir"))
+    quiet = quiet or as_json
     if candidate_dtype:
         experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
     if suites:
@@ -70,10 +95,15 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     try:
         outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
                                  allow_failed_gates=allow_failed_gates,
-                                 show_progress=not quiet and console.is_terminal, say=say)
+                                 show_progress=not quiet and console.is_terminal, say=say, cache=not no_cache)
     except PipelineError as exc:
         raise PipelineError(f"{exc}; no results directory was written", exc.partial) from exc
+    if as_json:
+        click.echo(json.dumps(outcome_json(outcome), indent=2, ensure_ascii=False))
+        sys.exit(outcome.exit_code)
     print_outcome(outcome, console)
     if outcome.gates_failed and not allow_failed_gates:
         console.print("[bold red]gates failed[/] (exit 3); --allow-failed-gates waives them", highlight=False)
+    elif outcome.export_failed:
+        console.print("[bold red]export failed[/] (exit 1); the results directory is complete", highlight=False)
     sys.exit(outcome.exit_code)

@@ -23,6 +23,8 @@
       forward_only: true                   # also time pre-collated batches through the forward
       seed: 0
     output_dir: results
+    export: {stage: quantize_encoder, path: exports/enc8}   # write that stage's quantized checkpoint
+                                                            # (only if it is accepted; never overwrites)
 
 Relative paths (checkpoint, suite files, output_dir) resolve from the current working directory.
 Errors name the key path (`passes[1].config.group_size: ...`). YAML is read with a safe loader that
@@ -42,7 +44,7 @@ from .errors import ExperimentError, InputError
 from .fidelity.workloads import WORKLOADS, check_requests_name
 from .jsonio import read_text
 from .passes_api import check_order
-from .pipeline import GateSet, Pipeline, Step
+from .pipeline import BASELINE, GateSet, Pipeline, Step
 from .registry import Registry, build_registry
 from .resources import checkpoint_path, suite_path
 from .schema import convert, parse, to_plain
@@ -64,6 +66,12 @@ class PassEntry:
 
 
 @dataclass(frozen=True)
+class ExportEntry:
+    stage: str       # a stage name: a pass's name (or label), or "baseline"
+    path: str        # a directory that must not exist yet
+
+
+@dataclass(frozen=True)
 class ExperimentFile:
     name: str
     checkpoint: str = "standin"
@@ -76,6 +84,7 @@ class ExperimentFile:
     gates: GateSet = GateSet()
     benchmark: Mapping[str, Any] | None = None   # workloads + BenchConfig fields
     output_dir: str = "results"
+    export: ExportEntry | None = None
 
     def __post_init__(self):
         if not NAME_PATTERN.match(self.name):
@@ -86,6 +95,29 @@ class ExperimentFile:
 class BenchmarkPlan:
     workloads: tuple[str, ...]
     config: BenchConfig
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    stage: str
+    path: Path
+    path_key: str = "export.path"    # how errors name the path: the YAML key or the command-line option
+
+
+def export_plan(stage: str, path: str | Path, steps: tuple[Step, ...], stage_key: str = "export.stage",
+                path_key: str = "export.path") -> ExportPlan:
+    """An export of the stage named `stage`, which must be one stage of the plan (the runner checks that
+    `path` is free before it loads any weight)."""
+    names = [BASELINE] + [step.name for step in steps]
+    if names.count(stage) != 1:
+        problem = "no stage is" if stage not in names else f"{names.count(stage)} stages are"
+        raise ExperimentError(f"{stage_key}: {problem} named {stage!r}; stages: {', '.join(names)}")
+    return ExportPlan(stage, Path(path).expanduser(), path_key)
+
+
+def check_export_free(plan: ExportPlan) -> None:
+    if plan.path.exists():
+        raise ExperimentError(f"{plan.path_key}: {plan.path} already exists (an export never overwrites)")
 
 
 @dataclass(frozen=True)
@@ -103,6 +135,7 @@ class Experiment:
     benchmark: BenchmarkPlan | None
     output_dir: Path
     registry: Registry
+    export: ExportPlan | None = None
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.steps, gates=self.gates, candidate_dtype=self.candidate_dtype,
@@ -124,6 +157,7 @@ class Experiment:
             "benchmark": None if self.benchmark is None else {
                 "workloads": list(self.benchmark.workloads), **to_plain(self.benchmark.config)},
             "output_dir": str(self.output_dir),
+            "export": None if self.export is None else {"stage": self.export.stage, "path": str(self.export.path)},
         }
 
 
@@ -182,7 +216,8 @@ def _parse(raw: Any, source: Path | None, extra_passes: tuple) -> Experiment:
         suites=tuple(suite_path(value, f"suites[{index}]") for index, value in enumerate(document.suites)),
         steps=steps, gates=document.gates, plugins=document.plugins,
         benchmark=None if document.benchmark is None else _benchmark(document.benchmark),
-        output_dir=Path(document.output_dir).expanduser(), registry=registry)
+        output_dir=Path(document.output_dir).expanduser(), registry=registry,
+        export=None if document.export is None else export_plan(document.export.stage, document.export.path, steps))
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -266,4 +301,7 @@ def explain(experiment: Experiment) -> str:
         lines.append(f"            baseline = the {experiment.reference_dtype} reference; every accepted stage "
                      "is timed against it")
     lines.append(f"output      {experiment.output_dir}/{experiment.name}-<UTC timestamp>/")
+    if experiment.export is not None:
+        lines.append(f"export      stage {experiment.export.stage} -> {experiment.export.path} (its quantized "
+                     "checkpoint, written only if the stage is accepted)")
     return "\n".join(lines)

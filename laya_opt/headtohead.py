@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 
-from .bench import BenchConfig, backend, benchmark, environment, prepared_digest
+from .bench import BenchConfig, benchmark, environment, prepared_digest
 from .checkpoint import file_sha256
 from .experiment import Experiment
 from .fidelity.suites import load_suite
@@ -29,6 +29,7 @@ from .pipeline import suite_requests
 from .profile import profile_runtimes
 from .report import latency_records, markdown_table, plain
 from .runtime import load_runtime
+from .system import mlx_backend
 
 BASELINE = "mlx eager"
 
@@ -106,7 +107,7 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
     deadline = None if plan.budget_s is None else time.monotonic() + plan.budget_s
     experiment = plan.experiment
     workloads = [build_workload(name) for name in plan.workloads]
-    say(f"backend {backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
         "(reference)")
     reference = load_runtime(plan.checkpoint, experiment.reference_dtype, experiment.batch_size)
     suites = [load_suite(path) for path in experiment.suites]

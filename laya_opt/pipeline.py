@@ -23,6 +23,7 @@ from .fidelity.gates import Gate, GateResult, check_gates, default_gates
 from .fidelity.metrics import FidelityReport, compare
 from .fidelity.workloads import named_requests
 from .passes_api import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
+from .progress import Track, silent
 from .registry import get_pass
 from .runtime import Runtime
 from .schema import checked, to_plain
@@ -253,6 +254,12 @@ def check_reference(reference: Runtime, declared_dtype: str | None = None) -> No
                          f"{' ...' if len(wrong) > 3 else ''}")
 
 
+def evaluate_reference(reference: Runtime, requests: Sequence[EvalRequest], track: Track = silent) -> Outputs:
+    """The reference's outputs; gates read determinism from the candidate side only, so it runs once."""
+    with track("reference", len(requests)) as advance:
+        return evaluate(reference, requests, repeat=1, advance=advance)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The pipeline
 
@@ -293,11 +300,15 @@ class Pipeline:
                 for field_name, (kind, name) in step.spec.data_names(step.config).items()}
 
     def run(self, reference: Runtime, requests: Any, progress: Callable[[str], None] | None = None,
-            reference_dtype: str | None = None) -> PipelineResult:
+            reference_dtype: str | None = None, track: Track = silent,
+            reference_outputs: Outputs | None = None) -> PipelineResult:
         """Evaluate the reference once, then apply, check and gate every step in order.
 
         `requests` is a Suite, a list of Suites, or checker EvalRequests; `progress(message)` is called
-        before each evaluation; `reference_dtype`, when given, must be the reference's actual dtype.
+        before each evaluation and after each stage; `track` draws a bar per evaluation (one step per
+        request); `reference_dtype`, when given, must be the reference's actual dtype;
+        `reference_outputs`, when given, are the reference's outputs on these requests (the runner's
+        reference cache) and the reference is not evaluated again.
         """
         say = progress or (lambda message: None)
         check_reference(reference, reference_dtype)
@@ -306,9 +317,9 @@ class Pipeline:
         requests = as_requests(requests)
         planned = tuple(step.name for step in self.steps)
         reference_print = runtime_fingerprint(reference)
-        say("evaluating the reference")
-        # Gates read determinism from the candidate side only, so the reference is evaluated once.
-        reference_outputs = evaluate(reference, requests, repeat=1)
+        if reference_outputs is None:
+            say("evaluating the reference")
+            reference_outputs = evaluate_reference(reference, requests, track)
         stages: list[StageResult] = []
         current, current_outputs, current_index, chain = reference, reference_outputs, None, True
         for index, step in enumerate(self.steps):
@@ -317,7 +328,8 @@ class Pipeline:
             say(f"stage {index}: evaluating {step.name}")
             started = time.perf_counter()
             try:
-                outputs = evaluate(child, requests, repeat=self.repeat)
+                with track(f"stage {index} {step.name}", len(requests)) as advance:
+                    outputs = evaluate(child, requests, repeat=self.repeat, advance=advance)
             except Exception as exc:  # e.g. a kernel that fails on this device: the stage fails, the run goes on
                 stages.append(self._failed_evaluation(step, index, current_index, exc, time.perf_counter() - started))
                 if step.on_fail == "stop" or index == 0:
@@ -337,6 +349,8 @@ class Pipeline:
                 report=dict(child.info.get(step.spec.name, {})), apply_s=apply_s,
                 evaluate_s=time.perf_counter() - started, parent=current_index, applied=child.applied,
                 identity=child.identity, runtime=child if ok else None))
+            say(f"stage {index} {step.name}: {verdict} in {apply_s + stages[-1].evaluate_s:.1f} s "
+                f"(apply {apply_s:.1f} s, evaluate {stages[-1].evaluate_s:.1f} s)")
             if ok:
                 current, current_outputs, current_index, chain = child, outputs, index, chain and step.is_exact
             elif verdict == "stopped":

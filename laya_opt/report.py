@@ -15,14 +15,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .bench import BenchResult
+from .bench import BenchResult, tail_warning, thin_tails
 from .pipeline import StageResult
 
 REFERENCE_LABEL = "reference"
 NO_VALUE = "—"
 WORST_QUESTIONS = 5
 STAGE_TABLE_HEADING = "## Stages"
-FIXED_COLUMNS = ("stage", "exact/approx", "argmax agree", "max Δp cum", "max Δp inc", "accuracy")
+FIXED_COLUMNS = ("stage", "exact/approx", "argmax agree", "max Δp cum", "max Δp inc", "accuracy", "wall s")
+ID_COLUMNS = 2  # stage and exact/approx: kept whole on a narrow console
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -139,10 +140,11 @@ class ReportRow:
     accuracy: float | None           # candidate accuracy on labelled questions
     speedups: tuple[SpeedupCell, ...]  # end-to-end p50 paired speed-up vs the reference, per workload
     verdict: str                     # accepted | rejected | stopped | error, plus ", gates WAIVED"
+    wall_s: float | None = None      # applying and evaluating the stage
 
     def cells(self) -> list[str]:
         return [self.stage, self.kind, _cell(self.argmax_agreement, ".4f"), _cell(self.max_abs_dp, ".2e"),
-                _cell(self.max_abs_dp_incremental, ".2e"), _cell(self.accuracy, ".4f"),
+                _cell(self.max_abs_dp_incremental, ".2e"), _cell(self.accuracy, ".4f"), _cell(self.wall_s, ".1f"),
                 *(cell.text() for cell in self.speedups), self.verdict]
 
 
@@ -170,7 +172,11 @@ def row_from_record(record: Mapping, workloads: Sequence[str]) -> ReportRow:
                      max_abs_dp_incremental=None if record["index"] == 0 else
                      _metric(record, "incremental", "max_abs_dp"),
                      accuracy=_metric(record, "cumulative", "accuracy_candidate"),
-                     speedups=tuple(speedups), verdict=verdict)
+                     speedups=tuple(speedups), verdict=verdict, wall_s=stage_wall_s(record))
+
+
+def stage_wall_s(record: Mapping) -> float:
+    return (record.get("apply_s") or 0.0) + (record.get("evaluate_s") or 0.0)
 
 
 def table_header(workloads: Sequence[str]) -> list[str]:
@@ -198,19 +204,15 @@ def stage_table(rows: Sequence[ReportRow], workloads: Sequence[str]) -> str:
     return markdown_table(header, [_row_cells(row, workloads) for row in rows], "ll" + "r" * (len(header) - 3) + "l")
 
 
-def console_table(rows: Sequence[ReportRow], workloads: Sequence[str], title: str = ""):
-    """The same table for the rich console."""
-    from rich.table import Table
-
-    table = Table(title=title or None)
+def console_table(rows: Sequence[ReportRow], workloads: Sequence[str], title: str = "") -> dict:
+    """The same table as {title, columns, rows, justify} for `console.print_table` (stage names stay whole)."""
     header = table_header(workloads)
-    for index, name in enumerate(header):
-        table.add_column(name, justify="right" if 1 < index < len(header) - 1 else "left",
-                         overflow="fold" if index == 0 else "ellipsis")
-    for row in rows:
-        style = "red" if row.verdict.startswith(("rejected", "stopped", "error")) else None
-        table.add_row(*_row_cells(row, workloads), style=style)
-    return table
+    return {"title": title or None, "columns": header, "rows": [_row_cells(row, workloads) for row in rows],
+            "justify": {index: "right" for index in range(2, len(header) - 1)}}
+
+
+def row_styles(rows: Sequence[ReportRow]) -> list[str | None]:
+    return ["red" if row.verdict.startswith(("rejected", "stopped", "error")) else None for row in rows]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -225,8 +227,11 @@ def _latency_section(latency: Sequence[Mapping], workloads: Sequence[Mapping], c
         peak = NO_VALUE if m["peak_memory_bytes"] is None else f"{m['peak_memory_bytes'] / 2**20:.1f}"
         speed = m["speedup"]
         speed = NO_VALUE if speed is None else f"{speed['median']:.3f}× ({speed['low']:.3f}–{speed['high']:.3f})"
-        rows.append([m["runtime"], m["workload"], m["mode"], m["n"], f"{m['p50_ms']:.3f}", f"{m['p95_ms']:.3f}",
-                     f"{m['p99_ms']:.3f}", f"{m['questions_per_s']:.1f}", f"{m['cold_ms']:.3f}", peak, speed])
+        thin = thin_tails(m["n"])
+        tails = [f"{m[f'{name}_ms']:.3f}" + (" *" if name in thin else "") for name in ("p95", "p99")]
+        rows.append([m["runtime"], m["workload"], m["mode"], m["n"], f"{m['p50_ms']:.3f}", *tails,
+                     f"{m['questions_per_s']:.1f}", f"{m['cold_ms']:.3f}", peak, speed])
+    warning = tail_warning(min(m["n"] for m in latency)) if latency else None
     facts = [[f["name"], f["requests"], f["questions"], f["unique_forward_inputs"], f["tokens"],
               f["token_sha256"][:16]] for f in workloads]
     return ["## Latency", "",
@@ -235,6 +240,7 @@ def _latency_section(latency: Sequence[Mapping], workloads: Sequence[Mapping], c
             f"speed-up = median over blocks of median(baseline)/median(stage), {config['bootstrap']}-resample "
             "bootstrap 95% interval; cold = first call of the workload on that runtime.", "",
             markdown_table(header, rows, "lll" + "r" * 8), "",
+            *([f"**Few samples (cells marked \\*):** {warning}.", ""] if warning else []),
             markdown_table(["workload", "requests", "questions", "unique forward inputs", "tokens", "token sha256"],
                            facts, "lrrrrl"), ""]
 
@@ -254,6 +260,68 @@ def _pass_report_sections(record: Mapping) -> list[str]:
     return lines
 
 
+def failed_gate_count(record: Mapping) -> int:
+    return sum(gate["status"] in ("FAIL", "WAIVED") for gate in record["gates"])
+
+
+def best_rejected(records: Sequence[Mapping]) -> Mapping | None:
+    """When no pass was accepted, the failed stage closest to passing: fewest failed gates, then the
+    smallest cumulative max |dp|; None when a pass was accepted or nothing failed."""
+    if any(r["verdict"] == "accepted" and r["index"] > 0 for r in records):
+        return None
+    failed = [r for r in records if r["verdict"] in ("rejected", "stopped")]
+
+    def distance(record: Mapping) -> tuple:
+        drift = _metric(record, "cumulative", "max_abs_dp")
+        return failed_gate_count(record), math.inf if drift is None or math.isnan(drift) else drift, record["index"]
+
+    return min(failed, key=distance) if failed else None
+
+
+def best_rejected_line(record: Mapping) -> str:
+    """One sentence naming the closest failed stage and its headline numbers."""
+    numbers = ", ".join(f"{label} {_cell(_metric(record, 'cumulative', name), spec)}"
+                        for label, name, spec in (("argmax agree", "argmax_agreement", ".4f"),
+                                                  ("max Δp cum", "max_abs_dp", ".3g"),
+                                                  ("accuracy", "accuracy_candidate", ".4f")))
+    return (f"No candidate passed its gates; the closest was stage {record['index']} {record['stage']} "
+            f"({record['verdict']}, {failed_gate_count(record)} failed gate(s)): {numbers}")
+
+
+def _best_rejected_section(records: Sequence[Mapping]) -> list[str]:
+    best = best_rejected(records)
+    if best is None:
+        return []
+    failing = [[g["comparison"], g["gate"], _measured(g), g["status"]]
+               for g in best["gates"] if g["status"] in ("FAIL", "WAIVED")]
+    return ["## No candidate passed", "", best_rejected_line(best) + ". Its failing gates:", "",
+            markdown_table(["comparison", "gate", "measured", "result"], failing, "llrl"), "",
+            "Every stage's numbers are in the tables below and in stages.jsonl.", ""]
+
+
+def _measured(gate_row: Mapping) -> str:
+    return NO_VALUE if gate_row["measured"] is None else f"{_number(gate_row['measured']):.6g}"
+
+
+def _platform(environment: Mapping) -> str:
+    blas = environment.get("blas")
+    if not blas:  # results written before the backend and BLAS were recorded
+        return ""
+    return f" (backend {environment['backend']}, BLAS {blas['name']}{', SLOW' if blas['slow'] else ''})"
+
+
+def _run_facts(manifest: Mapping) -> list[str]:
+    """Header lines about how the run was made: the reference cache and the export, when recorded."""
+    lines = []
+    cache = manifest["reference"].get("cache")
+    if cache:
+        lines.append(f"- reference: {cache['summary']}")
+    export = manifest.get("export")
+    if export:
+        lines.append(f"- export: {export['summary']}")
+    return lines
+
+
 def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mapping) -> str:
     """report.md from manifest.json, stages.jsonl and timings.json contents: nothing else is read."""
     resolved = manifest["resolved"]
@@ -267,16 +335,17 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
              f"- suites: {', '.join(s['name'] for s in manifest['suites'])}; "
              f"token sha256 {manifest['token_sha256'][:16]}",
              f"- git {manifest['git']['revision'] or 'unknown'}{' (dirty)' if manifest['git']['dirty'] else ''}; "
-             f"device {manifest['environment']['device']}; mlx {manifest['environment']['versions']['mlx']}",
-             f"- started {manifest['started_utc']}", ""]
+             f"device {manifest['environment']['device']}{_platform(manifest['environment'])}; "
+             f"mlx {manifest['environment']['versions']['mlx']}",
+             f"- started {manifest['started_utc']}", *_run_facts(manifest), ""]
     if waived:
         names = ", ".join(f"{r['index']} {r['stage']}" for r in waived)
         lines += [f"**Failed gates WAIVED by --allow-failed-gates** in stage(s): {names}.", ""]
+    lines += _best_rejected_section(records)
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
-    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"],
-                   NO_VALUE if g["measured"] is None else f"{_number(g['measured']):.6g}", g["status"]]
+    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g), g["status"]]
                   for r in records for g in r["gates"]]
     lines += ["## Gates", "", markdown_table(["stage", "comparison", "gate", "measured", "result"], gate_cells,
                                              "lllrl"), ""]

@@ -4,10 +4,13 @@ The stand-in checkpoint, the project tokenizer and the labelled suites ship as p
 (`laya_opt.checkpoints`, `laya_opt.fidelity/suites`), so a wheel install works from any directory.
 Rules: the checkpoint name `standin` means the bundled stand-in; a suite given by bare name
 (`heldout`, `smoke`) is a bundled suite; anything else is a path, and relative paths resolve from
-the current working directory.
+the current working directory. Per-user state (the reference cache, the run history) lives in the
+platform's cache and data directories, overridable by `LAYA_OPT_CACHE_DIR` / `LAYA_OPT_DATA_DIR`.
 """
 from __future__ import annotations
 
+import os
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -55,3 +58,27 @@ def suite_path(value: str, what: str = "suite") -> Path:
         raise InputError(f"{what}: suite {value!r} not found ({path}); bundled suites: "
                          f"{', '.join(suite_names()) or 'none'}")
     return path
+
+
+def _user_dir(override: str, xdg: str, xdg_default: str, mac: str, windows: str) -> Path:
+    """`$override`, else the platform's per-user folder for this kind of file, with `laya-opt` appended."""
+    if os.environ.get(override):
+        return Path(os.environ[override]).expanduser()
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / mac / "laya-opt"
+    if sys.platform.startswith("win"):
+        return Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / "laya-opt" / windows
+    return Path(os.environ.get(xdg) or home / xdg_default).expanduser() / "laya-opt"
+
+
+def user_cache_dir() -> Path:
+    """Recomputable files (reference outputs): `$LAYA_OPT_CACHE_DIR`, `$XDG_CACHE_HOME/laya-opt`,
+    ~/.cache/laya-opt."""
+    return _user_dir("LAYA_OPT_CACHE_DIR", "XDG_CACHE_HOME", ".cache", "Caches", "Cache")
+
+
+def user_data_dir() -> Path:
+    """Files worth keeping (the run history): `$LAYA_OPT_DATA_DIR`, `$XDG_DATA_HOME/laya-opt`,
+    ~/.local/share/laya-opt."""
+    return _user_dir("LAYA_OPT_DATA_DIR", "XDG_DATA_HOME", ".local/share", "Application Support", "Data")

@@ -4,14 +4,20 @@ A results directory `<output_dir>/<name>-<UTC timestamp>[-N]/` holds manifest.js
 report.md and timings.json. It is built in a hidden staging dir beside the target (`laya_opt.staging`)
 and renamed into place at the end, under the first free name, so two runs never collide; any
 exception, Ctrl-C or SIGTERM removes the staging dir (and an output root that the run created and
-left empty), so a directory with a final name is always complete. `preflight` checks everything that
-can be checked without a weight (checkpoint files, suites, workloads, pass prechecks on a model built
-from the configs); `explain` runs it too.
+left empty), so a directory with a final name is always complete. A run whose every candidate fails
+its gates is written all the same (report.md names the stage closest to passing). `preflight` checks
+everything that can be checked without a weight (checkpoint files, suites, workloads, pass prechecks
+on a model built from the configs); `explain` runs it too.
+
+Around the pipeline: the reference outputs come from the reference cache when every key component
+matches (`refcache`), an accepted stage can be exported as a quantized checkpoint (`export`), and the
+finished run is appended to the run history (`history`).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,18 +26,24 @@ from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 
-from .bench import BenchConfig, BenchResult, backend, benchmark, environment, prepared_digest
+from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_digest, tail_warning
 from .checkpoint import CheckpointFiles, file_sha256, inspect_checkpoint, load_checkpoint
+from .console import print_table
 from .errors import ExperimentError, InputError
-from .experiment import Experiment
+from .experiment import Experiment, check_export_free
+from .export import export_stage
 from .fidelity.suites import load_suite
 from .fidelity.workloads import build_workload
-from .pipeline import PipelineResult, suite_requests
+from .history import append_run
+from .pipeline import PipelineResult, check_reference, evaluate_reference, suite_requests
 from .plots import available as plots_available, write_run_plots
-from .report import (REFERENCE_LABEL, ReportRow, console_table, latency_records, plain, render_report,
-                     row_from_record, stage_label, stage_record)
+from .progress import bar_tracker, silent
+from .refcache import CacheResult, cached_reference, reference_key
+from .report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line, console_table,
+                     latency_records, plain, render_report, row_from_record, row_styles, stage_label, stage_record)
 from .runtime import Runtime, runtime_from_checkpoint
 from .staging import check_creatable, publish, staging_dir
+from .system import mlx_backend
 
 SOURCE_DIR = Path(__file__).resolve().parent
 
@@ -59,14 +71,23 @@ class RunOutcome:
     records: tuple[dict, ...]
     workloads: tuple[str, ...]
     allow_failed_gates: bool
+    reference_cache: CacheResult | None = None
+    export: dict | None = None       # what export_stage reported; None: no export asked for
+    history: str = ""                # where the run was recorded, or why it was not
 
     @property
     def gates_failed(self) -> bool:
         return self.pipeline.gates_failed
 
     @property
+    def export_failed(self) -> bool:
+        return self.export is not None and self.export["status"] == "failed"
+
+    @property
     def exit_code(self) -> int:
-        return 3 if self.gates_failed and not self.allow_failed_gates else 0
+        if self.gates_failed and not self.allow_failed_gates:
+            return 3
+        return 1 if self.export_failed else 0
 
 
 def utc_stamp(now: datetime | None = None) -> str:
@@ -137,22 +158,34 @@ def preflight(experiment: Experiment, bench: bool = True, requests: int | None =
     return inputs
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run measures once and records: hashes, the platform, the reference cache and the export."""
+
+    weights_sha256: str
+    token_sha256: str
+    platform: dict                   # bench.environment() before the benchmark
+    reference_cache: CacheResult
+    export: dict | None
+
+
 def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime, result: PipelineResult,
-                   bench_result: BenchResult | None, started: datetime, allow_failed_gates: bool) -> dict:
+                   bench_result: BenchResult | None, started: datetime, allow_failed_gates: bool,
+                   facts: RunFacts) -> dict:
     seed = inputs.bench_config.seed if inputs.bench_config else 0
     return {
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
-        "checkpoint": {"path": str(inputs.checkpoint_dir),
-                       "sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors")},
-        "reference": {"identity": reference.identity, "dtype": experiment.reference_dtype},
+        "checkpoint": {"path": str(inputs.checkpoint_dir), "sha256": facts.weights_sha256},
+        "reference": {"identity": reference.identity, "dtype": experiment.reference_dtype,
+                      "cache": facts.reference_cache.to_json()},
         "suites": [{"name": s.name, "version": s.version, "path": str(s.path), "sha256": s.sha256,
                     "records": len(s.records)} for s in inputs.suites],
-        "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
+        "token_sha256": facts.token_sha256,
         "workloads": [] if bench_result is None else plain(bench_result.workloads),
-        "git": git_state(), "environment": bench_result.environment if bench_result else environment(),
+        "git": git_state(), "environment": bench_result.environment if bench_result else facts.platform,
         "seeds": {"mlx": seed, "bootstrap": seed if inputs.bench_config else None},
         "allow_failed_gates": allow_failed_gates, "gates_failed": result.gates_failed,
-        "planned_passes": list(result.planned),
+        "planned_passes": list(result.planned), "export": facts.export,
     }
 
 
@@ -183,41 +216,96 @@ def publish_unique(staging: Path, out_root: Path, base_name: str) -> Path:
     raise FileExistsError(f"no free results directory name for {out_root / base_name}")
 
 
+def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cache: bool, track,
+                      say: Callable[[str], None]) -> CacheResult:
+    """The reference's outputs on the run's requests: from the cache when every key component matches."""
+    def compute():
+        say("evaluating the reference" + ("" if cache else " (cache off)"))
+        return evaluate_reference(reference, inputs.requests, track)
+
+    key = reference_key(reference, inputs.requests, inputs.checkpoint_dir, measured["token_sha256"],
+                        measured["platform"], measured["weights_sha256"]) if cache else None
+    return cached_reference(key, compute)
+
+
+def record_history(manifest: dict, records: Sequence[dict], results_dir: Path, exit_code: int) -> str:
+    """Append the run to the history; a history that cannot be written costs a warning, not the results."""
+    try:
+        run_id = append_run(manifest, records, results_dir, exit_code)
+    except (sqlite3.Error, OSError, ValueError) as exc:
+        return f"not recorded in the run history: {type(exc).__name__}: {exc}"
+    return f"run {run_id} in the history"
+
+
 def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = None, requests: int | None = None,
                    bench: bool = True, allow_failed_gates: bool = False, show_progress: bool = False,
-                   say: Callable[[str], None] = lambda message: None, now: datetime | None = None) -> RunOutcome:
-    """Check, load, gate every stage, benchmark the accepted ones and write the results directory atomically."""
+                   say: Callable[[str], None] = lambda message: None, now: datetime | None = None,
+                   cache: bool = True, history: bool = True) -> RunOutcome:
+    """Check, load, gate every stage, benchmark the accepted ones and write the results directory atomically.
+
+    `cache=False` evaluates the reference even when the reference cache holds its outputs;
+    `history=False` leaves the run out of the run history; `show_progress` draws progress bars.
+    """
     started = now or datetime.now(timezone.utc)
     out_root = Path(output_dir) if output_dir is not None else experiment.output_dir
     inputs = preflight(experiment, bench, requests, out_root)
-    say(f"backend {backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
+    if experiment.export is not None:
+        check_export_free(experiment.export)
+    track = bar_tracker() if show_progress else silent
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
         f"{experiment.reference_dtype} (reference)")
     reference = runtime_from_checkpoint(load_checkpoint(inputs.checkpoint, experiment.reference_dtype),
                                         experiment.batch_size)
+    check_reference(reference, experiment.reference_dtype)
+    measured = {"weights_sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors"),
+                "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
+                "platform": environment()}
     base_name = f"{experiment.name}-{utc_stamp(started)}"
     with staging_dir(out_root, base_name) as staging:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)
+        cached = reference_outputs(reference, inputs, measured, cache, track, say)
+        say(f"reference: {cached.describe()}")
         result = experiment.pipeline().run(reference, inputs.requests, progress=say,
-                                           reference_dtype=experiment.reference_dtype)
+                                           reference_dtype=experiment.reference_dtype, track=track,
+                                           reference_outputs=cached.outputs)
         bench_result = None
         if inputs.bench_config is not None:
             runtimes = {REFERENCE_LABEL: reference}
             runtimes.update({stage_label(stage): stage.runtime for stage in result.accepted_stages})
             say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
             bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config, show_progress)
+        exported = None
+        if experiment.export is not None:
+            exported = export_stage(experiment.export, result, experiment.registry)
+            say(f"export: {exported['summary']}")
+        facts = RunFacts(reference_cache=cached, export=exported, **measured)
         workload_names = tuple(w.name for w in inputs.workloads)
         records = tuple(stage_record(stage, bench_result, allow_failed_gates) for stage in result.stages)
         rows = tuple(row_from_record(record, workload_names) for record in records)
-        manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates)
+        manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates,
+                                  facts)
         write_results(staging, manifest, records, bench_result)
         target = publish_unique(staging, out_root, base_name)
-    return RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
-                      workloads=workload_names, allow_failed_gates=allow_failed_gates)
+    outcome = RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
+                         workloads=workload_names, allow_failed_gates=allow_failed_gates, reference_cache=cached,
+                         export=exported)
+    if history:
+        outcome = dataclasses.replace(outcome, history=record_history(plain(manifest), records, target,
+                                                                      outcome.exit_code))
+    return outcome
 
 
 def print_outcome(outcome: RunOutcome, console) -> None:
     """The stage table, pass summaries, any failed or waived gates, and where the results are."""
-    console.print(console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name))
+    if outcome.reference_cache is not None:
+        console.print(f"reference: {outcome.reference_cache.describe()}", highlight=False, soft_wrap=True)
+    print_table(console, console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name), ID_COLUMNS,
+                row_styles(outcome.rows))
+    if outcome.bench is not None and outcome.bench.measurements:
+        warning = tail_warning(min(m.summary.n for m in outcome.bench.measurements))
+        if warning:
+            console.print(f"[yellow]warning:[/] latency {warning} (report.md marks them)", highlight=False,
+                          soft_wrap=True)
     for record in outcome.records:
         summary = (record.get("report") or {}).get("summary")
         if summary:
@@ -229,4 +317,25 @@ def print_outcome(outcome: RunOutcome, console) -> None:
             console.print(f"[bold {'yellow' if outcome.allow_failed_gates else 'red'}]{tag}[/] stage {stage.index} "
                           f"{stage.name} {comparison}: {result.message or result.gate}", highlight=False,
                           soft_wrap=True)
+    best = best_rejected(outcome.records)
+    if best is not None:
+        console.print(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results",
+                      highlight=False, soft_wrap=True)
+    if outcome.export is not None:
+        style = {"written": "green", "skipped": "yellow"}.get(outcome.export["status"], "bold red")
+        console.print(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}",
+                      highlight=False, soft_wrap=True)
     console.print(f"results: {outcome.results_dir}", highlight=False, soft_wrap=True)
+    if outcome.history:
+        console.print(f"[dim]history: {outcome.history}[/]", highlight=False, soft_wrap=True)
+
+
+def outcome_json(outcome: RunOutcome) -> dict:
+    """`run --json`: what the console shows, as data."""
+    cache = outcome.reference_cache
+    return plain({"results_dir": str(outcome.results_dir), "exit_code": outcome.exit_code,
+                  "gates_failed": outcome.gates_failed,
+                  "reference": None if cache is None else {"status": cache.status, "summary": cache.describe(),
+                                                           "key": cache.key.digest if cache.key else None},
+                  "stages": [dataclasses.asdict(row) for row in outcome.rows], "export": outcome.export,
+                  "history": outcome.history})

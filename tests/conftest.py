@@ -72,3 +72,25 @@ def wide_checkpoint_dir(tmp_path_factory):
                                  encoder_overrides={"hidden_size": 128, "num_attention_heads": 2,
                                                     "local_attention": 8},
                                  agent_overrides={"head_layers": 2})
+
+
+def _point_user_dirs(patch, base) -> None:
+    patch.setenv("LAYA_OPT_CACHE_DIR", str(base / "cache"))
+    patch.setenv("LAYA_OPT_DATA_DIR", str(base / "data"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_user_dirs(tmp_path_factory):
+    """The reference cache and run history of module- and session-scoped fixtures: never the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        base = tmp_path_factory.mktemp("session-user")
+        _point_user_dirs(patch, base)
+        yield base
+
+
+@pytest.fixture(autouse=True)
+def private_user_dirs(tmp_path_factory, monkeypatch):
+    """Every test gets its own reference cache and run history."""
+    base = tmp_path_factory.mktemp("user")
+    _point_user_dirs(monkeypatch, base)
+    return base

@@ -98,3 +98,13 @@ def test_the_default_wheel_requires_the_cpu_backend_on_linux(installed):
     done = subprocess.run([str(bin_dir / "python"), "-c", "from importlib.metadata import requires; "
                            "print('\\n'.join(requires('laya-opt')))"], capture_output=True, text=True)
     assert "mlx[cpu]>=0.30; sys_platform == \"linux\"" in done.stdout.splitlines()
+
+
+def test_the_reference_cache_hashes_the_installed_model_source(installed, tmp_path):
+    bin_dir, _ = installed
+    done = run(installed, tmp_path, bin_dir / "python", "-c",
+               "from laya_opt.refcache import source_files; files = source_files();"
+               "print(files['laya_opt.model'], files['laya_opt.fidelity.checker'], len(files))")
+    assert done.returncode == 0, done.stderr
+    model, checker, count = done.stdout.split()
+    assert str(bin_dir.parent) in model and str(bin_dir.parent) in checker and int(count) >= 10

@@ -1,4 +1,4 @@
-"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
+r"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
 
     python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
         --train-records 60000 --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 \
@@ -371,7 +371,8 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # The whole docstring: the recipe, which suite serves which decision, and the steps.
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=standin_checkpoint())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=3000)

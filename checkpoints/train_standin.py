@@ -412,7 +412,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     heldout_suites = args.heldout_suite or ["heldout", "heldout_hard"]
     if args.validation_suite in heldout_suites:
-        parser.error(f"--validation-suite {args.validation_suite} is a held-out suite: held-out suites are only reported")
+        parser.error(f"--validation-suite {args.validation_suite} is a held-out suite: "
+                     "held-out suites are only reported")
     if not 0.0 <= args.hard_fraction < 1.0:
         parser.error("--hard-fraction must be in [0, 1)")
     if args.out.exists() and not args.force:

@@ -129,11 +129,11 @@ def _choice_case(rng, w: Wording, lang: str, family: str, phenomenon: str) -> Ca
         framed = rng.random() < 0.5
         criteria = {}
         for cid in ids:
-            words = lx.LIST_JOINER[lang].join(c for c in concepts[cid].cues if c != keys[cid] and c != hidden.get(cid))
-            if words:
-                criteria[keys[cid]] = rng.choice(w.hard.option_description[lang]).format(words=words) if framed else words
-            else:
-                criteria[keys[cid]] = ""
+            shown = [c for c in concepts[cid].cues if c not in (keys[cid], hidden.get(cid))]
+            words = lx.LIST_JOINER[lang].join(shown)
+            # An empty description shows the key alone (a product's label, when its other cue is hidden).
+            criteria[keys[cid]] = rng.choice(w.hard.option_description[lang]).format(words=words) if framed and words \
+                else words
     question = {"type": "choice", "instructions": rng.choice(w.templates.instructions[family][lang]),
                 "criteria": criteria}
     texts = dict(zip(ids, validate_question(family, question).option_texts))

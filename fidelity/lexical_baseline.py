@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Accuracy of a string-matching heuristic with no model (word overlap between options, "
                     "instructions and state; negation cues for noul), overall and by question type and "
                     "phenomenon, on a labelled suite.")
-    parser.add_argument("--suite", required=True, help="bundled suite name (heldout, heldout_hard, ...) or a .jsonl path")
+    parser.add_argument("--suite", required=True,
+                        help="bundled suite name (heldout, heldout_hard, ...) or a .jsonl path")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:

@@ -73,7 +73,8 @@ def _check_heldout_hard(records: list[SuiteRecord], data: bytes) -> None:
 
 def _validation(seed: int) -> list[SuiteRecord]:
     """Standard questions in the validation wording, then hard cases in it (tagged by phenomenon)."""
-    standard = [dataclasses.replace(r, tags={q: dataclasses.replace(t, phenomenon="standard") for q, t in r.tags.items()})
+    standard = [dataclasses.replace(r, tags={q: dataclasses.replace(t, phenomenon="standard")
+                                             for q, t in r.tags.items()})
                 for r in generate("validation", 100, seed)]
     return _renumber("validation", standard + generate_hard("validation", 140, seed))
 

@@ -89,7 +89,8 @@ def test_score_cases(split, records):
         if qid == "rating":
             assert len(set(re.findall(r"\d+", state)) & {str(i) for i in range(1, len(levels) + 1)}) >= 2
             continue
-        assert sum(mentions(state, level, lang) for level in levels) == 2 and mentions(state, levels[record.labels[qid]], lang)
+        assert sum(mentions(state, level, lang) for level in levels) == 2
+        assert mentions(state, levels[record.labels[qid]], lang)
 
 
 @pytest.mark.parametrize("split", HARD_SPLITS)
@@ -115,13 +116,15 @@ def test_noul_cases(split, records):
 
 def _all_template_strings() -> dict[str, set[str]]:
     out = {name: set(group.all_strings()) for name, group in TEMPLATE_GROUPS.items()}
-    out["heldout_hard"] = ({s for table in HELDOUT_HARD.instructions.values() for items in table.values() for s in items}
-                           | {s for items in HELDOUT_HARD.noul_frames.values() for s in items})
+    out["heldout_hard"] = ({s for table in HELDOUT_HARD.instructions.values() for items in table.values()
+                            for s in items} | {s for items in HELDOUT_HARD.noul_frames.values() for s in items})
     for name, wording in HARD_WORDINGS.items():
         out[f"hard/{name}"] = set(wording.all_strings())
     for name, facts in PARAPHRASES.items():
-        out[f"paraphrases/{name}"] = {s for per in facts.values() for p in per.values() for s in (p.statement, p.negation)}
-    out["lexicon statements"] = {s for per in lx.FACTS.values() for f in per.values() for s in (f.statement, f.negation)}
+        out[f"paraphrases/{name}"] = {s for per in facts.values() for p in per.values()
+                                      for s in (p.statement, p.negation)}
+    out["lexicon statements"] = {s for per in lx.FACTS.values() for f in per.values()
+                                 for s in (f.statement, f.negation)}
     return out
 
 

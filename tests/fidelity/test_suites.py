@@ -107,7 +107,8 @@ def _strings_of(state) -> list[str]:
         return [state]
     if isinstance(state, list):
         return [turn["content"] for turn in state]
-    return [v for value in state.values() for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
+    values = [v for value in state.values() for v in (value if isinstance(value, list) else [value])]
+    return [v for v in values if isinstance(v, str)]
 
 
 def _pieces(strings, min_chars: int = 3) -> set[str]:

@@ -350,7 +350,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
     sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py")
-    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=2,
+    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
                     generator=hashlib.sha256(b"".join((Path(fidelity.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
@@ -364,7 +364,8 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
         records.append(record)
     pairs = list(prepared_questions(records, codec, agent))
     packed = pack([(item, label_index(item, record.labels[item.qid]), None) for record, item in pairs],
-                  [noul_target(record, item.qid) for record, item in pairs])
+                  [noul_target(record, item.qid) for record, item in pairs],
+                  [record.tags[item.qid].phenomenon is None for record, item in pairs])
     if args.data_cache:
         save_packed(packed, args.data_cache, key)
     return packed

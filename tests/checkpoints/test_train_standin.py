@@ -50,7 +50,8 @@ def test_pack_round_trips_and_a_stale_cache_is_ignored(items, tmp_path):
     path = tmp_path / "data.npz"
     save_packed(packed, path, key="k1")
     again = load_packed(path, key="k1")
-    for field in ("ids", "offsets", "markers", "marker_offsets", "qtype", "label", "fact", "state_holds", "negated"):
+    for field in ("ids", "offsets", "markers", "marker_offsets", "qtype", "label", "fact", "state_holds", "negated",
+                  "replaceable"):
         assert np.array_equal(getattr(again, field), getattr(packed, field))
     assert (packed.fact == NO_FACT).all() and (packed.negated == NO_FACT).all()
     assert load_packed(path, key="other") is None and load_packed(tmp_path / "missing.npz", key="k1") is None
@@ -242,6 +243,16 @@ def test_replacement_keeps_option_words_stop_tokens_and_noul_questions(items, co
     assert cartridge in noisy["input_ids"][product][clean["state_region"][product]].tolist()
 
 
+def test_replacement_leaves_questions_packed_as_not_replaceable_alone(items, codec):
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    kept = pack(items, replaceable=[False] * len(items))
+    clean = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops)
+    noisy = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops,
+                         replace_prob=1.0, replace_pool=np.array([4000, 4001]), rng=np.random.default_rng(0))
+    assert (clean["input_ids"] == noisy["input_ids"]).all()
+    assert pack(items).replaceable.tolist() == [1, 1, 1]
+
+
 def test_polarity_loss_averages_the_known_bits_only():
     logits = mx.array([[[4.0, -4.0], [-4.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
     right = polarity_loss(logits, mx.array([[0, 1], [-1, -1]])).item()
@@ -314,6 +325,8 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()
+    with np.load(cache) as data:   # the hard cases (a quarter of the records) are kept from token replacement
+        assert set(data["replaceable"].tolist()) == {0, 1}
     # An existing output directory is never replaced without --force.
     with pytest.raises(SystemExit) as refused:
         main([str(a) for a in args])

@@ -34,9 +34,13 @@ install() {
   python3 -c "import laya_opt, mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), 'cuda', mx.cuda.is_available())"
 }
 
+lo_cli() {  # from /tmp: `python3 -m` puts the cwd first on sys.path, and the checkout has no laya_opt.fidelity
+  (cd /tmp && python3 -m laya_opt.cli "$@")
+}
+
 checkpoint() {  # a random real-size checkpoint, made once per lease
   local arch=$1 dir=/tmp/ckpt-$1
-  [ -f "$dir/model.safetensors" ] || python3 -m laya_opt.cli make-checkpoint --arch "$arch" --random --seed 0 \
+  [ -f "$dir/model.safetensors" ] || lo_cli make-checkpoint --arch "$arch" --random --seed 0 \
     --dtype float16 "$dir" >&2
   echo "$dir"
 }
@@ -48,10 +52,10 @@ case "$step" in
     install
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv | tee "$OUT/gpu.txt"
     large=$(checkpoint laya-large); checkpoint laya-multilingual >/dev/null
-    timeout 120 python3 benchmarks/gpu_fused_check.py --out "$OUT/fused_check.json" 2>&1 | tail -45
+    [ -n "${SKIP_FUSED:-}" ] || timeout 120 python3 benchmarks/gpu_fused_check.py --out "$OUT/fused_check.json" 2>&1 | tail -45
     # the stack's GPU kernels judged by the default gates on a trained checkpoint's held-out suite
-    timeout 100 python3 -m laya_opt.cli run experiments/stack_gpu.yaml --suite heldout --no-bench --quiet \
-      --output-dir /tmp/runs 2>&1 | tail -25
+    (cd /tmp && timeout 100 python3 -m laya_opt.cli run "$OLDPWD/experiments/stack_gpu.yaml" --suite heldout --no-bench --quiet \
+      --output-dir /tmp/runs 2>&1 | tail -25)
     tar -C /tmp/runs -czf "$OUT/standin_stack_gpu_heldout.tgz" .
     timeout 330 python3 benchmarks/full_size.py --arch laya-large --checkpoint "$large" --requests 40 --blocks 4 \
       --warmup 5 --profile --budget-s 300 --out "$OUT" 2>&1 | tail -70 ;;
@@ -59,8 +63,9 @@ case "$step" in
     install
     arch=${2:?arch} budget=${3:-450}
     ckpt=$(checkpoint "$arch")
-    timeout $((budget + 100)) python3 -m laya_opt.cli bench experiments/stack_gpu.yaml --checkpoint "$ckpt" \
-      --requests 100 --warmup 5 --blocks 5 --budget-s "$budget" --out "/tmp/h2h_$arch" 2>&1 | tail -80
+    (cd /tmp && timeout $((budget + 100)) python3 -m laya_opt.cli bench "$OLDPWD/experiments/stack_gpu.yaml" \
+      --checkpoint "$ckpt" \
+      --requests 100 --warmup 5 --blocks 5 --budget-s "$budget" --out "/tmp/h2h_$arch" 2>&1 | tail -80)
     tar -C /tmp -czf "$OUT/h2h_$arch.tgz" "h2h_$arch" ;;
   *)
     echo "unknown step $step" >&2; exit 2 ;;

@@ -34,6 +34,9 @@ class Packed:
     fact: np.ndarray            # int16 [N], row of the fact-token table (language x fact) the question asks about
     state_holds: np.ndarray     # int8 [N], 1 when the state states the fact, 0 when it states its negation
     negated: np.ndarray         # int8 [N], 1 when the question asks about the negated statement
+    # 0 for hard cases (fidelity.hard_cases): their labels depend on words that are no option's, such as the
+    # state's synonym of the answer or a "not", so template-token replacement must leave them alone.
+    replaceable: np.ndarray     # int8 [N]
 
     @property
     def lengths(self) -> np.ndarray:
@@ -43,12 +46,15 @@ class Packed:
         return len(self.qtype)
 
 
-def pack(items, noul=None) -> Packed:
+def pack(items, noul=None, replaceable=None) -> Packed:
     """Pack (PreparedQuestion, label index, tags) triples; `noul[i]` is (fact row, state holds, negated)
-    for a noul question about a known fact and None otherwise (all None when `noul` is omitted)."""
+    for a noul question about a known fact and None otherwise (all None when `noul` is omitted);
+    `replaceable[i]` is False for a question whose tokens replacement must not touch (all True by default)."""
     noul = [None] * len(items) if noul is None else list(noul)
-    if len(noul) != len(items):
-        raise ValueError(f"{len(noul)} noul targets for {len(items)} questions")
+    replaceable = [True] * len(items) if replaceable is None else list(replaceable)
+    if len(noul) != len(items) or len(replaceable) != len(items):
+        raise ValueError(f"{len(noul)} noul targets and {len(replaceable)} replaceable flags "
+                         f"for {len(items)} questions")
     targets = np.array([t if t is not None else (NO_FACT,) * 3 for t in noul], dtype=np.int64).reshape(-1, 3)
     ids = [np.asarray(item.ids, dtype=np.int16) for item, _, _ in items]
     markers = [np.asarray(item.markers, dtype=np.int16) for item, _, _ in items]
@@ -58,7 +64,7 @@ def pack(items, noul=None) -> Packed:
         qtype=np.array([item.qtype for item, _, _ in items], dtype=np.int8),
         label=np.array([label for _, label, _ in items], dtype=np.int16),
         fact=targets[:, 0].astype(np.int16), state_holds=targets[:, 1].astype(np.int8),
-        negated=targets[:, 2].astype(np.int8))
+        negated=targets[:, 2].astype(np.int8), replaceable=np.array(replaceable, dtype=np.int8))
 
 
 def cache_key(**parts) -> str:
@@ -116,7 +122,8 @@ def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, sl
     - With `replace_prob`, each instruction or state token of a choice/score question that is no
       option's content token and no stop token is replaced, with that probability, by a random token
       of `replace_pool`. The labels follow from the option words alone, so this keeps them true while
-      the template words the model could memorise become noise.
+      the template words the model could memorise become noise. Questions packed as not
+      `replaceable` (hard cases) are left alone.
     """
     lengths = packed.lengths[index]
     length = int(-(-lengths.max() // multiple) * multiple)
@@ -140,7 +147,7 @@ def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, sl
         fact = int(packed.fact[q])
         if fact != NO_FACT and fact_tokens is not None:
             option_tokens[row, :len(marks)] = fact_tokens[fact][:OPTION_TOKENS]
-        if replace_prob and packed.qtype[q] != NOUL:
+        if replace_prob and packed.qtype[q] != NOUL and packed.replaceable[q]:
             # Instruction tokens (between [CLS] and the [SEP] before the first marker) and state tokens.
             where = state_region[row, :len(seq)].copy()
             where[1:marks[0] - 1] = True

@@ -1,15 +1,23 @@
-"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
+r"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
 
     python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
         --train-records 60000 --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 \
-        --steps 5000 [--init-from CKPT] [--force]
+        --steps 5000 [--hard-fraction 0.3] [--init-from CKPT] [--force]
+
+Which suite serves which purpose (no training decision may read a held-out suite):
+- --validation-suite (default `validation`, a third wording with standard and hard cases): the progress
+  lines during training, and the number to compare recipes by.
+- --calib-suite (default `calib`, training wording): the three temperatures.
+- --heldout-suite (default `heldout` and `heldout_hard`, repeatable): reported once, on the saved
+  checkpoint, next to the lexical baseline (`laya_opt.fidelity.lexical_baseline`); never read before.
 
 Deterministic given --seed for the data order and the initialisation. GPU kernels may still reduce in a
 different order from run to run, and --max-train-seconds stops early on time.
 
 Steps:
-1. Tokenise the generated questions once (reusing --data-cache when it was built from the same
-   inputs).
+1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
+   training wording, `laya_opt.fidelity.hard_cases`), tokenise them once (reusing --data-cache when it
+   was built from the same inputs).
 2. Train with one compiled step at fixed batch shapes. The loss is:
    - the per-question option-marker cross-entropy;
    - plus the action-head loss (act when the argmax is right, escalate when it is wrong);
@@ -20,8 +28,9 @@ Steps:
    (see standin_data.batch_arrays). The host builds the next batch while the device runs a step.
 3. Round the weights to float16, the stored dtype.
 4. Fit the three per-type temperatures on the calibration split.
-5. Save in the upstream layout, reload from disk, and write the held-out accuracy and ECE into
-   TRAINING.md and training_metrics.json.
+5. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy and
+   ECE, with the lexical baseline's accuracy on the same suites, into TRAINING.md and
+   training_metrics.json.
 
 checkpoints/laya-tiny/TRAINING.md records the stages that made the shipped checkpoint.
 """
@@ -48,6 +57,8 @@ from laya_opt import fidelity
 from laya_opt.fidelity import lexicon
 from laya_opt.fidelity.generator import iter_training_records
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
+from laya_opt.fidelity.hard_cases import generate_hard
+from laya_opt.fidelity.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import accuracy_table
 from laya_opt.fidelity.suites import load_suite
 from laya_opt.resources import project_tokenizer, standin_checkpoint, suite_path
@@ -97,7 +108,8 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
 
     The generator names a fact question by the fact's id (plus "_2", ... for repeats); the state
     carries the fact's first-person sentence or its negation, and the question the statement or its
-    negation. None unless each is found exactly once (then the question gets no noul targets).
+    negation. None unless each is found exactly once and they explain the label (then the question gets no
+    noul targets).
     """
     question = record.questions[qid]
     fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
@@ -110,6 +122,8 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
     plain, negated = fact.statement in asked, fact.negation in asked
     if holds == fails or plain == negated:
         return None
+    if (holds != negated) != record.labels[qid]:
+        return None   # a hard case (a retracted fact sentence): the sentence found is not what holds
     row = lexicon.LANGUAGES.index(lang) * len(FACT_IDS) + FACT_IDS.index(fact_id)
     return row, int(holds), int(negated)
 
@@ -249,7 +263,7 @@ def fit_temperature(logit_rows, labels) -> float:
     return float(grid[int(np.argmin(nll))])
 
 
-def calib_accuracy(items, logit_rows) -> tuple[float, dict]:
+def progress_accuracy(items, logit_rows) -> tuple[float, dict]:
     """Uncalibrated accuracy overall and per type, for the progress lines during training."""
     hits = [(item.type_name, int(np.argmax(logits)) == label) for (item, label, _), logits in zip(items, logit_rows)]
     return float(np.mean([hit for _, hit in hits])), {
@@ -261,13 +275,19 @@ GROUPINGS = ("type", "language", "options", "length_class")
 
 
 def suite_report(runtime, name: str) -> dict:
-    """Accuracy overall and per group, and ECE, measured by the fidelity checker (the gates' metrics)."""
-    outputs = evaluate(runtime, requests_from_suite(load_suite(suite_path(name))))
-    rows = accuracy_table(outputs, by=GROUPINGS)
+    """Accuracy overall and per group, and ECE, measured by the fidelity checker (the gates' metrics), and
+    the lexical baseline's accuracy on the same questions."""
+    suite = load_suite(suite_path(name))
+    outputs = evaluate(runtime, requests_from_suite(suite))
+    groupings = GROUPINGS + (("phenomenon",) if any(q.tags.get("phenomenon") for q in outputs.questions) else ())
+    rows = accuracy_table(outputs, by=groupings)
     report = {"overall": {"accuracy": round(rows[0].accuracy, 4), "n": rows[0].count}, "ece": round(rows[0].ece, 4)}
-    for key in GROUPINGS:
+    for key in groupings:
         report[f"by_{key}"] = {r.value: {"accuracy": round(r.accuracy, 4), "n": r.count} for r in rows
                                if r.grouping == key}
+    lexical = baseline_report(suite)
+    report["lexical"] = {"overall": round(lexical["overall"]["accuracy"], 4),
+                         "by_type": {k: round(v["accuracy"], 4) for k, v in lexical["by_type"].items()}}
     return report
 
 
@@ -293,6 +313,11 @@ def training_report(metrics: dict, command: str) -> str:
         f"- calibration-split ECE: {metrics['calib_ece_before']:.4f} before, {metrics['calib_ece_after']:.4f} after",
         "",
     ]
+    suites = {metrics["validation_suite"]: metrics["validation_calibrated"], **metrics["reported"]}
+    lines += [markdown_table(["suite", "role", "accuracy", "lexical baseline", "ECE", "n"],
+                             [[name, "validation" if name == metrics["validation_suite"] else "held-out",
+                               f"{r['overall']['accuracy']:.4f}", f"{r['lexical']['overall']:.4f}", f"{r['ece']:.4f}",
+                               r["overall"]["n"]] for name, r in suites.items()], "llrrrr"), ""]
     for key in ("type", "language", "options", "length_class"):
         lines += _table(f"by {key}", after[f"by_{key}"])
     return "\n".join(lines)
@@ -324,27 +349,31 @@ def lexical_init(model, scale: float) -> None:
 def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
-    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=2,
-                    max_len=agent.max_len, head_max_len=agent.head_max_len,
-                    generator=hashlib.sha256(b"".join((Path(fidelity.__file__).parent / f).read_bytes() for f in
-                                                      ("generator.py", "lexicon.py", "templates.py"))).hexdigest())
+    sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py")
+    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
+                    max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
+                    generator=hashlib.sha256(b"".join((Path(fidelity.__file__).parent / f).read_bytes()
+                                                      for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
         return cached
-    records = []
+    n_hard = round(args.hard_fraction * args.train_records)
+    records = generate_hard("train", n_hard, args.seed)
     for record in iter_training_records(args.seed):
-        records.append(record)
         if len(records) >= args.train_records:
             break
+        records.append(record)
     pairs = list(prepared_questions(records, codec, agent))
     packed = pack([(item, label_index(item, record.labels[item.qid]), None) for record, item in pairs],
-                  [noul_target(record, item.qid) for record, item in pairs])
+                  [noul_target(record, item.qid) for record, item in pairs],
+                  [record.tags[item.qid].phenomenon is None for record, item in pairs])
     if args.data_cache:
         save_packed(packed, args.data_cache, key)
     return packed
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # The whole docstring: the recipe, which suite serves which decision, and the steps.
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=standin_checkpoint())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=3000)
@@ -362,7 +391,10 @@ def main(argv=None) -> int:
     parser.add_argument("--replace-prob", type=float, default=0.0,
                         help="probability of replacing each template token of a choice/score question "
                              "by a random token (0: off)")
-    parser.add_argument("--eval-every", type=int, default=500, help="steps between calibration-accuracy prints")
+    parser.add_argument("--hard-fraction", type=float, default=0.0,
+                        help="share of the training records that are hard cases in the training wording "
+                             "(laya_opt.fidelity.hard_cases; 0: none)")
+    parser.add_argument("--eval-every", type=int, default=500, help="steps between validation-accuracy prints")
     parser.add_argument("--max-train-seconds", type=float, default=0.0,
                         help="stop training early after this long (0: no limit); the metrics record it")
     parser.add_argument("--init-from", type=Path, help="start from this checkpoint's weights instead of random")
@@ -372,9 +404,19 @@ def main(argv=None) -> int:
                         help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
     parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
-    parser.add_argument("--heldout-suite", default="heldout", help="suite the saved checkpoint is reported on")
+    parser.add_argument("--validation-suite", default="validation",
+                        help="suite every training decision reads: the progress lines and recipe comparisons")
+    parser.add_argument("--heldout-suite", action="append",
+                        help="suite the saved checkpoint is reported on, and never read before; repeatable, "
+                             "the first one heads TRAINING.md (default: heldout and heldout_hard)")
     parser.add_argument("--calib-suite", default="calib", help="suite the temperatures are fitted on")
     args = parser.parse_args(argv)
+    heldout_suites = args.heldout_suite or ["heldout", "heldout_hard"]
+    if args.validation_suite in heldout_suites:
+        parser.error(f"--validation-suite {args.validation_suite} is a held-out suite: "
+                     "held-out suites are only reported")
+    if not 0.0 <= args.hard_fraction < 1.0:
+        parser.error("--hard-fraction must be in [0, 1)")
     if args.out.exists() and not args.force:
         parser.error(f"{args.out} exists (use --force to replace it)")
     if args.hidden_size % 64:
@@ -391,10 +433,13 @@ def main(argv=None) -> int:
     encoder = parse_encoder_config(encoder_raw)
     agent = parse_agent_config(agent_raw, encoder)
 
+    for name in heldout_suites:   # a bad name fails before training, not after; nothing else is read from them
+        suite_path(name, "--heldout-suite")
     train = load_training_data(args, codec, agent, tokenizer_dir)
     calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
-    suite_path(args.heldout_suite, "--heldout-suite")  # a bad name fails before training, not after
-    print(f"prepared {len(train)} training / {len(calib)} calibration questions "
+    validation = prepare_records(load_suite(suite_path(args.validation_suite, "--validation-suite")).records,
+                                 codec, agent)
+    print(f"prepared {len(train)} training / {len(calib)} calibration / {len(validation)} validation questions "
           f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)
 
     if args.attention == "plain":
@@ -454,11 +499,11 @@ def main(argv=None) -> int:
         elapsed = time.time() - train_started
         stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
         if step % args.eval_every == 0 or step == args.steps or stopped_early:
-            overall, by_type = calib_accuracy(calib, predict_logits(model, calib, codec.pad_id))
+            overall, by_type = progress_accuracy(validation, predict_logits(model, validation, codec.pad_id))
             mean = np.mean(recent, axis=0)
             types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
             print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
-                  f"calib accuracy {overall:.4f} ({types}), {elapsed:.0f}s", flush=True)
+                  f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s", flush=True)
             recent = []
     train_seconds = time.time() - train_started
 
@@ -474,6 +519,7 @@ def main(argv=None) -> int:
                                "attention": args.attention, "aux_weight": args.aux_weight,
                                "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
+                               "hard_fraction": args.hard_fraction,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -483,26 +529,35 @@ def main(argv=None) -> int:
     # Reported on the saved files, reloaded in float32, by the fidelity checker; `uncalibrated` has T = 1.
     reloaded = load_runtime(args.out, "float32", batch_size=128)
     uncalibrated = reloaded.replace(calibration=calibration_from_tables())
-    before, after = suite_report(uncalibrated, args.heldout_suite), suite_report(reloaded, args.heldout_suite)
+    primary = heldout_suites[0]
+    before, after = suite_report(uncalibrated, primary), suite_report(reloaded, primary)
+    reported = {primary: after, **{name: suite_report(reloaded, name) for name in heldout_suites[1:]}}
+    validation_after = suite_report(reloaded, args.validation_suite)
     # The small smoke suite too, so a fast test can check that the saved checkpoint reproduces it.
     smoke_after = suite_report(reloaded, "smoke")
     metrics = {
         "seed": args.seed, "steps": step, "planned_steps": args.steps, "stopped_early": stopped_early,
-        "heldout_suite": args.heldout_suite, "calib_suite": args.calib_suite,
-        "batch_size": args.batch_size, "train_questions": len(train),
+        "heldout_suite": primary, "heldout_suites": heldout_suites, "validation_suite": args.validation_suite,
+        "calib_suite": args.calib_suite, "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
-        "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
+        "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
         "temperatures": [round(t, 4) for t in temperatures],
         "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
+        "validation_calibrated": validation_after, "reported": reported,
         "calib_ece_before": suite_report(uncalibrated, args.calib_suite)["ece"],
         "calib_ece_after": suite_report(reloaded, args.calib_suite)["ece"],
     }
     (args.out / "training_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     (args.out / "TRAINING.md").write_text(training_report(metrics, " ".join(sys.argv)))
     print(json.dumps({k: metrics[k] for k in ("train_seconds", "temperatures")}), flush=True)
-    print(f"held-out accuracy {after['overall']['accuracy']}, ECE {before['ece']} -> {after['ece']}", flush=True)
+    print(f"validation accuracy {validation_after['overall']['accuracy']} "
+          f"(lexical baseline {validation_after['lexical']['overall']})", flush=True)
+    for name, report in reported.items():
+        ece = f"{before['ece']} -> {after['ece']}" if name == primary else report["ece"]
+        print(f"held-out accuracy on {name} {report['overall']['accuracy']} (lexical baseline "
+              f"{report['lexical']['overall']}), ECE {ece}", flush=True)
     return 0
 
 

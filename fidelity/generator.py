@@ -4,8 +4,9 @@ A record's state mentions a few decisive facts ("slots"): a department cue, a pr
 mood term, a rating, a log level, or yes/no facts stated or explicitly negated. Every question asks about
 one slot, and its label follows from lexical matching between the state and the question/options.
 
-Splits: `train` and `calib` use the training templates, `heldout` its own disjoint templates
-(`fidelity.templates`); all share the lexicon (`fidelity.lexicon`). Only `random.Random` instances
+Splits: `train` and `calib` use the training templates, `heldout` and `validation` their own disjoint
+templates (`fidelity.templates`); all share the lexicon (`fidelity.lexicon`). `fidelity.hard_cases`
+builds the records no lexical heuristic solves from the same parts. Only `random.Random` instances
 seeded from (split, seed) are used, so output depends on nothing but the arguments.
 
 Truncation-aware layout: long non-list states put every decisive sentence near the start (the runtime
@@ -24,7 +25,7 @@ from laya_opt.prompt import validate_question
 from .suites import QuestionTag, SuiteRecord
 from .templates import TemplateGroup, templates_for
 
-SPLITS = ("train", "calib", "heldout")
+SPLITS = ("train", "calib", "heldout", "validation")
 KINDS = ("ticket", "email", "chat", "json", "log")
 MASK_LITERAL = "[MASK]"
 
@@ -169,6 +170,11 @@ def _noul_question(rng, tg, lang, fact_id: str, holds: bool) -> tuple[dict, bool
     fact = lx.FACTS[fact_id][lang]
     negated = rng.random() < 0.25        # ask about the negated statement: the label flips
     statement, opposite = (fact.negation, fact.statement) if negated else (fact.statement, fact.negation)
+    return noul_definition(rng, tg, lang, statement, opposite), holds != negated
+
+
+def noul_definition(rng: random.Random, tg: TemplateGroup, lang: str, statement: str, opposite: str) -> dict:
+    """A noul question about `statement` in one of the group's frames, with or without descriptions/labels."""
     q: dict[str, Any] = {"type": "noul",
                          "instructions": _instructions(rng, rng.choice(tg.noul_frames[lang]).format(s=statement))}
     r = rng.random()
@@ -177,7 +183,7 @@ def _noul_question(rng, tg, lang, fact_id: str, holds: bool) -> tuple[dict, bool
                          {"true": statement} if r < 0.87 else {"false": opposite})
     if rng.random() < 0.3:
         q["labels"] = rng.choice(({"false": "B", "true": "A"}, {"false": "N", "true": "Y"}))
-    return q, holds != negated
+    return q
 
 
 def _question_for(rng, tg, lang, slot: Slot, exclude: set[str]) -> tuple[dict, Any]:
@@ -338,6 +344,12 @@ def _log(rng, tg, lang, decisive, length, severity: int, alert: str) -> str:
     return "\n".join(lines)
 
 
+def build_state(rng: random.Random, tg: TemplateGroup, lang: str, kind: str, decisive: list[str], length: str):
+    """A ticket, email, chat or JSON state around the decisive sentences (logs need a severity: `_log`)."""
+    builder = {"ticket": _ticket, "email": _email, "chat": _chat, "json": _json_record}[kind]
+    return builder(rng, tg, lang, decisive, length)
+
+
 # --- Records -------------------------------------------------------------------------------------------
 
 def _make_record(rng: random.Random, split: str, rid: str) -> tuple[SuiteRecord, tuple[str, ...]]:
@@ -370,8 +382,7 @@ def _make_record(rng: random.Random, split: str, rid: str) -> tuple[SuiteRecord,
     else:
         if not decisive:
             decisive = [rng.choice(tg.fillers[lang])]
-        builder = {"ticket": _ticket, "email": _email, "chat": _chat, "json": _json_record}[kind]
-        state = builder(rng, tg, lang, decisive, length)
+        state = build_state(rng, tg, lang, kind, decisive, length)
         cues = tuple(decisive)
 
     tags = {qid: QuestionTag(type=q["type"], language=lang, options=validate_question(qid, q).option_count,

@@ -15,10 +15,13 @@ from pathlib import Path
 from laya_opt.resources import suites_dir
 
 from .generator import generate
+from .hard_cases import CASES, generate_hard
+from .lexical_baseline import HARD_SUITE_GAP, baseline_report, gaps_to_target
 from .lexicon import LANGUAGES
-from .suites import QTYPES, SuiteRecord, dump_suite
+from .suites import QTYPES, SuiteRecord, dump_suite, parse_suite
 
-SEEDS = {"heldout": 101, "calib": 202, "smoke": 303, "duplicated": 404}
+SEEDS = {"heldout": 101, "calib": 202, "smoke": 303, "duplicated": 404, "validation": 505, "heldout_hard": 606}
+MIN_PER_CASE = 30   # questions per (type, phenomenon) in heldout_hard: enough to read a per-case accuracy
 
 
 def _renumber(name: str, records) -> list[SuiteRecord]:
@@ -51,6 +54,29 @@ def _check_heldout(records: list[SuiteRecord]) -> None:
         problems.append("fewer than 50 long questions")
     if problems:
         raise RuntimeError("heldout suite requirements not met: " + "; ".join(problems))
+
+
+def _check_heldout_hard(records: list[SuiteRecord], data: bytes) -> None:
+    tags = [tag for r in records for tag in r.tags.values()]
+    cases = Counter((t.type, t.phenomenon) for t in tags)
+    problems = [f"{case}: {cases[case]} questions < {MIN_PER_CASE}" for case in CASES if cases[case] < MIN_PER_CASE]
+    if len(tags) < 450:
+        problems.append(f"{len(tags)} questions < 450")
+    if {t.language for t in tags} != set(LANGUAGES):
+        problems.append("missing languages")
+    gaps = gaps_to_target(baseline_report(parse_suite(data, "<heldout_hard>")))
+    problems += [f"lexical baseline only {gap:.3f} below the target ({group})" for group, gap in gaps.items()
+                 if gap < HARD_SUITE_GAP]
+    if problems:
+        raise RuntimeError("heldout_hard suite requirements not met: " + "; ".join(problems))
+
+
+def _validation(seed: int) -> list[SuiteRecord]:
+    """Standard questions in the validation wording, then hard cases in it (tagged by phenomenon)."""
+    standard = [dataclasses.replace(r, tags={q: dataclasses.replace(t, phenomenon="standard")
+                                             for q, t in r.tags.items()})
+                for r in generate("validation", 100, seed)]
+    return _renumber("validation", standard + generate_hard("validation", 140, seed))
 
 
 def _duplicated(seed: int) -> list[SuiteRecord]:
@@ -86,15 +112,27 @@ def build_suites() -> dict[str, bytes]:
     ordered = list(first_per_language.values()) + [r for r in smoke_pool if r not in first_per_language.values()]
     smoke = _renumber("smoke", _take_questions(ordered, 30))
     duplicated = _duplicated(SEEDS["duplicated"])
+    heldout_hard = _renumber("heldout_hard", generate_hard("heldout", 220, SEEDS["heldout_hard"]))
     specs = {
         "heldout": (heldout, "Held-out labelled questions: held-out templates, all types, 1-20 options, "
                              "8 languages, short/medium/long states (fidelity gates)."),
         "calib": (calib, "Calibration split (training templates, separate stream) for temperature fitting."),
         "smoke": (smoke, "Small mixed held-out sample without long states, for fast checks."),
         "duplicated": (duplicated, "Deliberately repeated questions (duplicate_of) for deduplication tests."),
+        "validation": (_validation(SEEDS["validation"]),
+                       "Validation split: every training decision (progress lines, recipe comparisons) reads it. "
+                       "A third wording, disjoint from the training and held-out templates; standard questions "
+                       "and hard cases (tags.phenomenon)."),
+        "heldout_hard": (heldout_hard,
+                         "Held-out hard cases that word overlap cannot solve (fidelity.hard_cases): paraphrased "
+                         "instructions, options and noul statements (no training instruction, frames removed), "
+                         "distractor options sharing words with the state, negation words that do not negate, "
+                         "retracted and absent facts (label false), close decisions. Reported, never tuned on."),
     }
-    return {name: dump_suite(name, records, generator_seed=SEEDS[name], description=desc)
-            for name, (records, desc) in specs.items()}
+    built = {name: dump_suite(name, records, generator_seed=SEEDS[name], description=desc)
+             for name, (records, desc) in specs.items()}
+    _check_heldout_hard(heldout_hard, built["heldout_hard"])
+    return built
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,9 @@ Then one record per line::
     {"id": str, "state": str | dict | [{"role": str, "content": str}, ...],
      "questions": {qid: definition (spec §6)},
      "labels": {qid: label},   # choice: option label (str); score: level index (int); noul: bool
-     "tags": {qid: {"type", "language", "options", "length_class", "duplicate_of"}}}
+     "tags": {qid: {"type", "language", "options", "length_class", "duplicate_of"[, "phenomenon"]}}}
+
+`phenomenon` (optional, one of PHENOMENA) names what makes a question hard (`fidelity.hard_cases`).
 
 `load_suite` validates strictly; every problem is a `SuiteError` naming the file and 1-based line.
 """
@@ -29,6 +31,8 @@ LENGTH_CLASSES = ("short", "medium", "long")
 HEADER_KEYS = ("suite", "version", "generator_seed", "description")
 RECORD_KEYS = ("id", "state", "questions", "labels", "tags")
 TAG_KEYS = ("type", "language", "options", "length_class", "duplicate_of")
+OPTIONAL_TAG_KEYS = ("phenomenon",)   # written only when set: suites without it keep their bytes
+PHENOMENA = ("standard", "paraphrase", "distractor", "close", "absent_fact", "negation_word", "retracted")
 
 
 class SuiteError(errors.SuiteError):
@@ -47,10 +51,14 @@ class QuestionTag:
     options: int
     length_class: str
     duplicate_of: str | None = None
+    phenomenon: str | None = None
 
     def to_json(self) -> dict:
-        return {"type": self.type, "language": self.language, "options": self.options,
-                "length_class": self.length_class, "duplicate_of": self.duplicate_of}
+        out = {"type": self.type, "language": self.language, "options": self.options,
+               "length_class": self.length_class, "duplicate_of": self.duplicate_of}
+        if self.phenomenon is not None:
+            out["phenomenon"] = self.phenomenon
+        return out
 
 
 @dataclass(frozen=True)
@@ -96,11 +104,11 @@ def question_key(question: dict) -> tuple[str, str, tuple[str, ...]]:
 
 # --- Validation --------------------------------------------------------------------------------------
 
-def _exact_keys(obj: Any, keys: Sequence[str], what: str) -> str | None:
+def _exact_keys(obj: Any, keys: Sequence[str], what: str, optional: Sequence[str] = ()) -> str | None:
     if not isinstance(obj, dict):
         return f"{what} must be a JSON object, got {type(obj).__name__}"
     missing = [k for k in keys if k not in obj]
-    unknown = [k for k in obj if k not in keys]
+    unknown = [k for k in obj if k not in keys and k not in optional]
     if missing:
         return f"{what} is missing key(s) {missing}"
     if unknown:
@@ -139,9 +147,11 @@ def validate_label(spec: QuestionSpec, label: Any) -> str | None:
 
 def validate_tag(spec: QuestionSpec, tag: Any) -> str | None:
     qid = spec.qid
-    problem = _exact_keys(tag, TAG_KEYS, f"tags of {qid!r}")
+    problem = _exact_keys(tag, TAG_KEYS, f"tags of {qid!r}", OPTIONAL_TAG_KEYS)
     if problem:
         return problem
+    if "phenomenon" in tag and tag["phenomenon"] not in PHENOMENA:
+        return f"tags of {qid!r}: phenomenon {tag['phenomenon']!r} not in {list(PHENOMENA)}"
     if tag["type"] != spec.type_name:
         return f"tags of {qid!r}: type {tag['type']!r} does not match the question type {spec.type_name!r}"
     if tag["language"] not in LANGUAGES:

@@ -1,7 +1,10 @@
-"""Sentence templates, split into two disjoint groups: `train` (train + calib splits) and `heldout`.
+"""Sentence templates, split into three disjoint groups: `train` (train + calib splits), `heldout` and
+`validation`.
 
 The held-out group never shares a template string with the training group, so a model that memorised
-training sentences cannot solve held-out data; both groups fill their slots from `fidelity.lexicon`.
+training sentences cannot solve held-out data. The validation group is a third wording, disjoint from
+both: training decisions read it, so they are judged on unseen wording without touching held-out data.
+All groups fill their slots from `fidelity.lexicon`.
 Tables are `lang=template|template|...` lines; slots are `{kw}` (cue term), `{t}` (scale term),
 `{n}`/`{m}` (rating), `{s}` (noul statement).
 """
@@ -11,16 +14,16 @@ from dataclasses import dataclass
 
 from .lexicon import LANGUAGES
 
-GROUPS = ("train", "heldout")
+GROUPS = ("train", "heldout", "validation")
 
 
 def group_of(split: str) -> str:
-    """Template group of a split: held-out data uses its own templates, calib shares training's."""
-    if split == "heldout":
-        return "heldout"
+    """Template group of a split: held-out and validation data use their own templates, calib shares training's."""
+    if split in ("heldout", "validation"):
+        return split
     if split in ("train", "calib"):
         return "train"
-    raise ValueError(f"unknown split {split!r}; expected one of train, calib, heldout")
+    raise ValueError(f"unknown split {split!r}; expected one of train, calib, heldout, validation")
 
 
 def _table(text: str, name: str) -> dict[str, tuple[str, ...]]:
@@ -430,7 +433,189 @@ hi=मामला
     json_keys=("case", "source", "summary", "text", "previous_messages"),
 )
 
-TEMPLATE_GROUPS: dict[str, TemplateGroup] = {"train": _TRAIN, "heldout": _HELDOUT}
+_VALIDATION = TemplateGroup(
+    name="validation",
+    instructions={
+        "department": _table("""
+en=Which unit should pick up this message?|Assign this case to a team.
+de=Welche Einheit soll diese Nachricht übernehmen?|Weise diesen Vorgang einem Team zu.
+fr=Quelle unité doit prendre en charge ce message ?|Attribue ce dossier à une équipe.
+es=¿Qué unidad debe hacerse cargo de este mensaje?|Asigna este caso a un equipo.
+ru=Какое подразделение должно взять это сообщение?|Назначь это обращение команде.
+zh=这条消息应该交给哪个部门？|把这个案子分给一个团队。
+ja=このメッセージはどの部署が引き受けるべきですか？|この案件をチームに割り当ててください。
+hi=यह संदेश किस इकाई को लेना चाहिए?|इस मामले को किसी टीम को सौंपें।
+""", "validation/department"),
+        "product": _table("""
+en=Which product does the sender mean?|Tell me the device in question.
+de=Welches Produkt meint der Absender?|Nenne mir das betreffende Gerät.
+fr=Quel produit l'expéditeur a-t-il en tête ?|Indique l'appareil en question.
+es=¿Qué producto tiene en mente el remitente?|Indica el aparato en cuestión.
+ru=Какой продукт имеет в виду отправитель?|Назови нужное устройство.
+zh=发件人说的是哪个产品？|说出相关的设备。
+ja=送信者はどの製品のことを言っていますか？|関係する機器を答えてください。
+hi=भेजने वाला किस उत्पाद की बात कर रहा है?|संबंधित डिवाइस बताएं।
+""", "validation/product"),
+        "urgency": _table("""
+en=How much of a rush is this?|Place this case on the priority scale.
+de=Wie viel Eile hat das?|Ordne diesen Vorgang auf der Prioritätsskala ein.
+fr=Est-ce pressé, et à quel point ?|Place ce dossier sur l'échelle de priorité.
+es=¿Cuánta prisa corre esto?|Sitúa este caso en la escala de prioridad.
+ru=Насколько это спешно?|Помести это обращение на шкалу приоритета.
+zh=这件事的优先程度是多少？|给这个案子定一个优先级。
+ja=これはどのくらい急ぎですか？|この案件の優先度を答えてください。
+hi=यह कितनी जल्दी का मामला है?|इस मामले को प्राथमिकता के पैमाने पर रखें।
+""", "validation/urgency"),
+        "mood": _table("""
+en=What is the sender's frame of mind?|Describe how the writer feels.
+de=In welcher Verfassung ist der Absender?|Beschreibe, wie sich der Verfasser fühlt.
+fr=Dans quel état d'esprit est l'expéditeur ?|Décris ce que ressent l'auteur.
+es=¿En qué estado de ánimo está el remitente?|Describe cómo se siente quien escribe.
+ru=В каком настроении отправитель?|Опиши, что чувствует автор.
+zh=发件人的心情如何？|说说写信人的感受。
+ja=送信者はどんな気分ですか？|書き手がどう感じているか答えてください。
+hi=भेजने वाले का मन कैसा है?|बताएं कि लिखने वाला कैसा महसूस करता है।
+""", "validation/mood"),
+        "rating": _table("""
+en=What score did the writer hand out?|Report the number of points given.
+de=Welche Wertung hat der Verfasser vergeben?|Gib die Zahl der vergebenen Punkte an.
+fr=Quelle note l'auteur a-t-il attribuée ?|Indique le nombre de points donnés.
+es=¿Qué nota puso quien escribe?|Indica el número de puntos otorgados.
+ru=Какую оценку выставил автор?|Укажи число выставленных баллов.
+zh=写信人给了什么评分？|报出给出的分数。
+ja=書き手は何点を付けましたか？|付けられた点数を答えてください。
+hi=लिखने वाले ने कितने अंक दिए?|दिए गए अंकों की संख्या बताएं।
+""", "validation/rating"),
+        "severity": _table("""
+en=Which level does the unusual log entry carry?|Name the log level of the standout line.
+de=Welches Level trägt der ungewöhnliche Logeintrag?|Nenne das Log-Level der auffälligen Zeile.
+fr=Quel niveau porte l'entrée de journal inhabituelle ?|Donne le niveau de journal de la ligne marquante.
+es=¿Qué nivel lleva la entrada de registro inusual?|Indica el nivel de registro de la línea llamativa.
+ru=Какой уровень у необычной записи лога?|Назови уровень лога у выделяющейся строки.
+zh=这条异常日志记录是什么级别？|说出这条特别日志的级别。
+ja=おかしなログ行のレベルは何ですか？|異常なログ記録のレベルを答えてください。
+hi=असामान्य लॉग प्रविष्टि का स्तर क्या है?|अलग दिखने वाली पंक्ति का लॉग स्तर बताएं।
+""", "validation/severity"),
+    },
+    noul_frames=_table("""
+en=Is this right? {s}|Decide whether it holds: {s}
+de=Stimmt das? {s}|Entscheide, ob es zutrifft: {s}
+fr=Est-ce juste ? {s}|Décide si c'est le cas : {s}
+es=¿Es correcto? {s}|Decide si se cumple: {s}
+ru=Это так? {s}|Реши, верно ли: {s}
+zh=对不对？{s}|看看这是不是真的：{s}
+ja=これは合っていますか？{s}|正しいかどうか判断してください：{s}
+hi=क्या यह ठीक है? {s}|क्या यह बात सही बैठती है? {s}
+""", "validation/noul"),
+    slots={
+        "department": _table("""
+en=My question is about {kw}.|Regarding {kw}, I need some help.
+de=Meine Frage dreht sich um {kw}.|Zum Thema {kw} brauche ich Hilfe.
+fr=Ma question porte sur : {kw}.|Au sujet de {kw}, j'ai besoin d'aide.
+es=Mi pregunta es sobre: {kw}.|Respecto a {kw}, necesito ayuda.
+ru=Мой вопрос про «{kw}».|По поводу «{kw}» нужна помощь.
+zh=我的问题与{kw}有关。|关于{kw}，我需要帮助。
+ja=お問い合わせは{kw}についてです。|{kw}の件で助けが必要です。
+hi=मेरा सवाल {kw} के बारे में है।|{kw} को लेकर मुझे मदद चाहिए।
+""", "validation/slot/department"),
+        "product": _table("""
+en=The {kw} is what I am writing about.|Device: {kw}.
+de=Ich schreibe wegen des Geräts ({kw}).|Gerät: {kw}.
+fr=J'écris au sujet de l'appareil ({kw}).|Matériel : {kw}.
+es=Escribo por el aparato ({kw}).|Equipo: {kw}.
+ru=Пишу насчёт устройства ({kw}).|Устройство: {kw}.
+zh=我来信是为了{kw}。|设备：{kw}。
+ja={kw}の件で連絡しています。|機器：{kw}。
+hi=मैं {kw} के बारे में लिख रहा हूँ।|डिवाइस: {kw}।
+""", "validation/slot/product"),
+        "urgency": _table("""
+en=On my scale this is {t}.|The matter is {t}, I would say.
+de=Auf meiner Skala ist das {t}.|Die Sache ist {t}, würde ich sagen.
+fr=Sur mon échelle, c'est {t}.|L'affaire est {t}, je dirais.
+es=En mi escala, esto es {t}.|El asunto es {t}, diría yo.
+ru=По моей шкале это {t}.|Вопрос, я бы сказал, {t}.
+zh=按我的评估，这是{t}的。|这件事我看是{t}的。
+ja=私の尺度では{t}です。|この件は{t}だと言えます。
+hi=मेरे पैमाने पर यह {t} है।|मामला {t} है, ऐसा मुझे लगता है।
+""", "validation/slot/urgency"),
+        "mood": _table("""
+en=Right now I feel {t}.|Let me say it plainly: {t}.
+de=Gerade fühle ich mich {t}.|Um es klar zu sagen: {t}.
+fr=En ce moment, je me sens {t}.|Pour le dire clairement : {t}.
+es=Ahora mismo me siento {t}.|Lo digo claro: {t}.
+ru=Сейчас я {t}.|Скажу прямо: {t}.
+zh=此刻我的心情是{t}。|直说：{t}。
+ja=いまの感情：{t}。|はっきり言うと{t}です。
+hi=इस समय मैं {t} हूँ।|सीधे कहूँ तो: {t}।
+""", "validation/slot/mood"),
+        "rating": _table("""
+en=My verdict: {n} points of {m}.|I award {n} (out of a possible {m}).
+de=Mein Urteil: {n} Punkte von {m}.|Ich vergebe {n} (möglich wären {m}).
+fr=Mon verdict : {n} points sur {m}.|J'accorde {n} (sur {m} possibles).
+es=Mi veredicto: {n} puntos de {m}.|Concedo {n} (de {m} posibles).
+ru=Мой вердикт: {n} баллов из {m}.|Ставлю {n} (из возможных {m}).
+zh=我的评价：{n}分，满分{m}分。|给{n}分（满分是{m}）。
+ja=私の評価：{m}点中{n}点。|{n}点（満点は{m}点）を付けます。
+hi=मेरा फ़ैसला: {m} में से {n} अंक।|मैं {n} अंक देता हूँ (कुल {m})।
+""", "validation/slot/rating"),
+    },
+    fillers=_table("""
+en=I hope this finds you well.|We have used your service since last year.|The office is quiet today.|I tried to find the answer in the help pages first.|My neighbour recommended your company.|I can share more information if needed.|Mornings work best for me.|We are a family business of six people.
+de=Ich hoffe, es geht Ihnen gut.|Wir nutzen Ihren Dienst seit letztem Jahr.|Im Büro ist es heute ruhig.|Ich habe zuerst in den Hilfeseiten nach einer Antwort gesucht.|Mein Nachbar hat mir Ihre Firma empfohlen.|Ich kann bei Bedarf mehr Informationen schicken.|Vormittags passt es mir am besten.|Wir sind ein Familienbetrieb mit sechs Leuten.
+fr=J'espère que vous allez bien.|Nous utilisons votre service depuis l'an dernier.|Le bureau est calme aujourd'hui.|J'ai d'abord cherché la réponse dans les pages d'aide.|Mon voisin m'a recommandé votre société.|Je peux envoyer plus d'informations si besoin.|Le matin me convient le mieux.|Nous sommes une entreprise familiale de six personnes.
+es=Espero que se encuentren bien.|Usamos su servicio desde el año pasado.|La oficina está tranquila hoy.|Primero busqué la respuesta en las páginas de ayuda.|Mi vecino me recomendó su empresa.|Puedo enviar más información si hace falta.|Las mañanas me vienen mejor.|Somos un negocio familiar de seis personas.
+ru=Надеюсь, у вас всё хорошо.|Мы пользуемся вашим сервисом с прошлого года.|Сегодня в офисе тихо.|Сначала я поискал ответ на страницах помощи.|Ваш сервис мне посоветовал сосед.|Могу прислать больше информации, если нужно.|Мне удобнее всего по утрам.|Мы семейная фирма из шести человек.
+zh=希望您一切都好。|我们用你们的服务有一年了。|今天办公室人很少。|我先在帮助中心找过答案。|是同事让我来找你们的。|需要的话我可以提供更多信息。|我上午有空。|我们是一个五人小团队。
+ja=いつもありがとうございます。|一年前から御社のサービスを利用しています。|今日は事務所がのんびりしています。|まずヘルプページで答えを探しました。|知り合いに御社を勧められました。|必要ならもっと情報をお送りします。|午前中だと都合がいいです。|私たちは五人の小さな会社です。
+hi=आशा है आप ठीक होंगे।|हम पिछले साल से आपकी सेवा इस्तेमाल कर रहे हैं।|आज दफ़्तर में शांति है।|मैंने पहले मदद वाले पन्नों में जवाब ढूँढा।|मेरे पड़ोसी ने आपकी कंपनी की सिफ़ारिश की।|ज़रूरत हो तो मैं और जानकारी भेज सकता हूँ।|सुबह का समय मेरे लिए सबसे अच्छा है।|हम छह लोगों का पारिवारिक कारोबार हैं।
+""", "validation/fillers"),
+    assistant=_table("""
+en=Good day, how may I assist?|Thank you, I am checking now.|Noted, please hold on.
+de=Guten Tag, womit kann ich helfen?|Danke, ich prüfe das jetzt.|Notiert, bitte einen Augenblick.
+fr=Bonjour, en quoi puis-je être utile ?|Merci, je vérifie maintenant.|C'est noté, un moment.
+es=Buen día, ¿en qué le puedo ayudar?|Gracias, lo compruebo ahora.|Anotado, espere un poco.
+ru=Добрый день, чем могу быть полезен?|Спасибо, уже проверяю.|Записал, подождите немного.
+zh=您好，请问需要什么帮助？|谢谢，我正在查看。|记下了，请等一下。
+ja=いらっしゃいませ、どのようなご用でしょうか？|ありがとうございます、ただいま確認中です。|かしこまりました、しばらくお願いします。
+hi=नमस्कार, मैं कैसे सहायता करूँ?|धन्यवाद, मैं अभी जाँच रहा हूँ।|नोट कर लिया, थोड़ा रुकिए।
+""", "validation/assistant"),
+    greetings=_table("""
+en=Good morning,
+de=Guten Morgen,
+fr=Bonjour à vous,
+es=Buenos días,
+ru=Доброе утро,
+zh=你好，
+ja=おはようございます。
+hi=सुप्रभात,
+""", "validation/greetings"),
+    closings=_table("""
+en=Kind regards,
+de=Freundliche Grüße,
+fr=Salutations,
+es=Atentamente,
+ru=С наилучшими пожеланиями,
+zh=此致，
+ja=どうぞよろしく。
+hi=आभार सहित,
+""", "validation/closings"),
+    case_word=_table("""
+en=Request
+de=Vorgang
+fr=Demande
+es=Solicitud
+ru=Запрос
+zh=请求
+ja=依頼
+hi=अनुरोध
+""", "validation/case_word"),
+    log_filler=("PUT /v1/jobs 204 after {n} ms", "queue depth {n}", "ping ok ({n})", "gc pause {n} ms",
+                "lease renewed id={n}"),
+    log_line="{ts} | {level} | {svc} | {msg}",
+    json_keys=("request_id", "origin", "topic", "body", "earlier"),
+)
+
+TEMPLATE_GROUPS: dict[str, TemplateGroup] = {"train": _TRAIN, "heldout": _HELDOUT, "validation": _VALIDATION}
 
 
 def templates_for(split: str) -> TemplateGroup:

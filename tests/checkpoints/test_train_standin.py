@@ -50,7 +50,8 @@ def test_pack_round_trips_and_a_stale_cache_is_ignored(items, tmp_path):
     path = tmp_path / "data.npz"
     save_packed(packed, path, key="k1")
     again = load_packed(path, key="k1")
-    for field in ("ids", "offsets", "markers", "marker_offsets", "qtype", "label", "fact", "state_holds", "negated"):
+    for field in ("ids", "offsets", "markers", "marker_offsets", "qtype", "label", "fact", "state_holds", "negated",
+                  "replaceable"):
         assert np.array_equal(getattr(again, field), getattr(packed, field))
     assert (packed.fact == NO_FACT).all() and (packed.negated == NO_FACT).all()
     assert load_packed(path, key="other") is None and load_packed(tmp_path / "missing.npz", key="k1") is None
@@ -242,6 +243,16 @@ def test_replacement_keeps_option_words_stop_tokens_and_noul_questions(items, co
     assert cartridge in noisy["input_ids"][product][clean["state_region"][product]].tolist()
 
 
+def test_replacement_leaves_questions_packed_as_not_replaceable_alone(items, codec):
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    kept = pack(items, replaceable=[False] * len(items))
+    clean = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops)
+    noisy = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops,
+                         replace_prob=1.0, replace_pool=np.array([4000, 4001]), rng=np.random.default_rng(0))
+    assert (clean["input_ids"] == noisy["input_ids"]).all()
+    assert pack(items).replaceable.tolist() == [1, 1, 1]
+
+
 def test_polarity_loss_averages_the_known_bits_only():
     logits = mx.array([[[4.0, -4.0], [-4.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
     right = polarity_loss(logits, mx.array([[0, 1], [-1, -1]])).item()
@@ -267,6 +278,29 @@ def test_match_probe_polarity_reads_the_mean_of_the_real_markers():
     assert logits.shape == (1, 2, 2) and mx.allclose(logits[0], expected, atol=1e-5).item()
 
 
+def test_noul_targets_of_hard_cases_are_absent_or_explain_the_label():
+    from laya_opt.fidelity.hard_cases import generate_hard
+    records = generate_hard("train", 300, seed=5)
+    noul = [(r, q) for r in records for q, spec in r.questions.items() if spec["type"] == "noul"]
+    kinds = {r.tags[q].phenomenon for r, q in noul}
+    assert {"absent_fact", "retracted", "negation_word", "paraphrase"} <= kinds
+    for record, qid in noul:
+        target = noul_target(record, qid)
+        if record.tags[qid].phenomenon in ("absent_fact", "retracted", "negation_word"):
+            assert target is None, (record.id, qid)   # no sentence found, or one that does not say what holds
+        else:
+            assert (bool(target[1]) != bool(target[2])) == record.labels[qid], (record.id, qid)
+
+
+def _small_validation(tmp_path) -> Path:
+    from laya_opt.fidelity.suites import dump_suite, load_suite
+    from laya_opt.resources import suite_path
+    records = load_suite(suite_path("validation")).records
+    path = tmp_path / "validation_small.jsonl"
+    path.write_bytes(dump_suite("validation_small", records[:4] + records[-4:], generator_seed=None, description="t"))
+    return path
+
+
 @pytest.mark.parametrize("suites, heldout_n", [
     (["--heldout-suite", "smoke", "--calib-suite", "smoke"], 30),
     pytest.param([], 558, marks=pytest.mark.slow),  # the shipped recipe's suites
@@ -276,19 +310,32 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     from train_standin import main
 
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
+    validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--eval-every", "2", *suites]
+            "--hard-fraction", "0.25", "--eval-every", "2", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     printed = capsys.readouterr().out
-    assert "step 2:" in printed and "noul loss" in printed and "held-out accuracy" in printed
+    assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
+    assert "held-out accuracy" in printed and "lexical baseline" in printed
     checkpoint = load_checkpoint(out, dtype="float32")
     assert checkpoint.encoder_config.hidden_size == 64
     metrics = json.loads((out / "training_metrics.json").read_text())
-    assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0
+    assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
+    assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()
+    with np.load(cache) as data:   # the hard cases (a quarter of the records) are kept from token replacement
+        assert set(data["replaceable"].tolist()) == {0, 1}
     # An existing output directory is never replaced without --force.
     with pytest.raises(SystemExit) as refused:
         main([str(a) for a in args])
     assert refused.value.code == 2 and (out / "model.safetensors").exists()
+
+
+def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):
+    from train_standin import main
+    with pytest.raises(SystemExit) as refused:
+        main(["--out", str(tmp_path / "ck"), "--validation-suite", "heldout_hard"])
+    assert refused.value.code == 2 and "held-out suites are only reported" in capsys.readouterr().err
+    assert not (tmp_path / "ck").exists()

@@ -302,7 +302,7 @@ def test_option_pieces_round_trip(codec, heldout_sample):
 
 
 def test_long_states_exceed_max_len_and_cues_survive_truncation(codec):
-    for split in ("train", "heldout"):
+    for split in ("train", "heldout", "validation"):
         for record, cues in itertools.islice(_stream(split, 21), 400):
             text = build_tokenizer.clean(_state_text(record.state))
             length = next(iter(record.tags.values())).length_class

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The GPU runs behind benchmarks/results/: one lease of the `device` tool, five calls within the 30 s
-# warm window of each other (see the README's GPU section). Run from the repository root there:
+# The GPU runs behind benchmarks/results/: one lease of the `device` tool, calls issued back to back
+# (a machine left idle for 30 s is given back, and a fresh one needs the three wheel parts again).
+# Run from the repository root there; the head-to-head runs come first because they are the claim:
 #
 #   1. carry [".mlx-wheels/p1"]          bash benchmarks/gpu_session.sh part 1
 #   2. carry [".mlx-wheels/p2"]          bash benchmarks/gpu_session.sh part 2
-#   3. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore      (installs first)
-#   4. carry [".whl"]                    bash benchmarks/gpu_session.sh h2h laya-large [BUDGET_S]
-#   5. carry [".whl"]                    bash benchmarks/gpu_session.sh h2h laya-multilingual [BUDGET_S]
+#   3. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh h2h laya-large 520   (installs first)
+#   4. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh h2h laya-multilingual 520
+#   5. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore   (kernel check, passes alone)
 #
+# Budget: upstream's compile backend warms up for 180-220 s at load inside each h2h call, so BUDGET_S
+# below ~450 leaves cells untimed (2026-12-01: 3 of 6 English cells at 450, none of the multilingual
+# ones at 330). Five calls need about 30 minutes of device time.
 # .mlx-wheels/ comes from ../shared/tools/device-mlx-wheels.sh; .whl/ holds the upstream laya wheel
 # (python3 -m pip download --no-deps laya==0.4.15 -d .whl). Results land in $OUT.
 set -uo pipefail

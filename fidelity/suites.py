@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 
 from laya_opt import errors
 from laya_opt.jsonio import loads
-from laya_opt.prompt import QTYPES, QuestionSpec, validate_question
+from laya_opt.prompt import QTYPES, QuestionSpec, validate_question  # noqa: F401 (QTYPES re-exported)
 
 from .lexicon import LANGUAGES
 

@@ -11,6 +11,7 @@ the plots.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from .pipeline import suite_requests
 from .profile import profile_runtimes
 from .report import latency_records, markdown_table, plain
 from .runtime import load_runtime
+from .synth import has_random_weights
 from .system import mlx_backend
 
 BASELINE = "mlx eager"
@@ -111,7 +113,13 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
         "(reference)")
     reference = load_runtime(plan.checkpoint, experiment.reference_dtype, experiment.batch_size)
     suites = [load_suite(path) for path in experiment.suites]
-    result = experiment.pipeline().run(reference, suite_requests(suites), progress=say,
+    requests = suite_requests(suites)
+    labels = "used"
+    if has_random_weights(plan.checkpoint):  # chance-level answers: a label flip says nothing about a pass
+        requests = tuple(dataclasses.replace(request, labels=None) for request in requests)
+        labels = "ignored: the checkpoint has random weights (gates on labels are skipped; drift gates apply)"
+        say(f"suite labels {labels}")
+    result = experiment.pipeline().run(reference, requests, progress=say,
                                        reference_dtype=experiment.reference_dtype)
     if not result.stages[0].accepted:
         raise RuntimeError("the baseline stage failed its gates; nothing to compare")
@@ -151,7 +159,7 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
                     "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
                     if s.cumulative else None} for s in result.stages],
         "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
-        "peer_note": peer_note, "token_identity": tokens, "answers": answers,
+        "suite_labels": labels, "peer_note": peer_note, "token_identity": tokens, "answers": answers,
         "bench": {"config": plain(plan.bench), "summary": latency_records(timed), "samples": timed.samples(),
                   "skipped_for_time": list(timed.skipped)},
         "profile": profiles, "wall_s": round(time.time() - started, 1),
@@ -164,6 +172,13 @@ def _cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
             speed = row["speedup"]
             ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
             return f"{row['p50_ms']:.2f}{ratio}"
+    return "—"
+
+
+def _tail_cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
+    for row in summary:
+        if (row["runtime"], row["workload"], row["mode"]) == (runtime, workload, mode):
+            return f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
     return "—"
 
 
@@ -189,8 +204,16 @@ def render_head_to_head(record: dict) -> str:
              "warmup; p50 with the paired speed-up over the MLX eager baseline and its bootstrap 95% interval",
              f"- upstream: {record['peer_note'] or 'loaded'}" + (
                  f"; token identity {record['token_identity']['identical']}/{record['token_identity']['questions']}"
-                 if record["token_identity"] else ""), "",
-             markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), "",
+                 if record["token_identity"] else ""),
+             f"- suite labels: {record.get('suite_labels', 'used')}"]
+    if record["bench"]["skipped_for_time"]:
+        lines.append(f"- not timed (time budget): {', '.join(record['bench']['skipped_for_time'])}")
+    lines += ["", markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), "",
+             "## Tails", "",
+             markdown_table(["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p95 / p99 ms (n)"
+                                           for w in workloads for m in modes],
+                            [[runtime] + [_tail_cell(summary, runtime, w, m) for w in workloads for m in modes]
+                             for runtime in runtimes], "l" + "r" * len(workloads) * len(modes)), "",
              "## Stages", "",
              markdown_table(["stage", "verdict", "max |dp| vs FP32", "failed gates"],
                             [[f"{s['index']} {s['name']}", s["verdict"],

@@ -29,22 +29,28 @@ def _pyplot():
 
 
 def latency_plot(samples: Mapping[str, Mapping[str, list[float]]], path: Path, title: str) -> None:
-    """One panel per workload: the end-to-end latency distribution of every runtime."""
+    """One panel per workload: the end-to-end latency distribution of every runtime (rows shared)."""
     plt = _pyplot()
     import matplotlib
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     # `orientation` replaced `vert` in matplotlib 3.10
     horizontal = {"orientation": "horizontal"} if tuple(map(int, matplotlib.__version__.split(".")[:2])) >= (3, 10) \
         else {"vert": False}
-    workloads = list(dict.fromkeys(w for by_workload in samples.values() for w in by_workload))
-    figure, axes = plt.subplots(1, len(workloads), figsize=(5 * len(workloads), 4.5), squeeze=False)
+    labels = [label for label in samples if samples[label]]
+    workloads = list(dict.fromkeys(w for label in labels for w in samples[label]))
+    figure, axes = plt.subplots(1, len(workloads), figsize=(2.5 + 4 * len(workloads), 1.2 + 0.45 * len(labels)),
+                                squeeze=False, sharey=True)
     for axis, workload in zip(axes[0], workloads):
-        labels = [label for label in samples if workload in samples[label]]
-        axis.boxplot([samples[label][workload] for label in labels], showfliers=True, **horizontal)
-        axis.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
+        rows = [(row, samples[label][workload]) for row, label in enumerate(labels, 1) if workload in samples[label]]
+        axis.boxplot([data for _, data in rows], positions=[row for row, _ in rows], showfliers=True, **horizontal)
         axis.set_xscale("log")
-        axis.set_xlabel("end-to-end latency, ms (log)")
+        axis.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.xaxis.set_major_formatter(ScalarFormatter())  # 5, 10, 20 rather than 10^0.7
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_xlabel("ms (log scale)")
         axis.set_title(workload)
+    axes[0][0].set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -52,23 +58,35 @@ def latency_plot(samples: Mapping[str, Mapping[str, list[float]]], path: Path, t
 
 
 def speed_fidelity_plot(points: Iterable[tuple[str, str, float, float]], path: Path, title: str) -> None:
-    """(label, workload, speed-up, max |dp|) points: right is faster, up is further from the reference."""
+    """(label, workload, speed-up, max |dp|) points: right is faster, up is further from the reference.
+
+    Colour names the runtime and the marker the workload, both in legends beside the axes: labels
+    written next to points overlap as soon as two runtimes measure alike."""
     plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(7, 5))
-    markers = {}
+    from matplotlib.lines import Line2D
+
+    points = list(points)
+    labels = list(dict.fromkeys(label for label, *_ in points))
+    workloads = list(dict.fromkeys(workload for _, workload, *_ in points))
+    colours = {label: plt.get_cmap("tab20")(index % 20) for index, label in enumerate(labels)}
+    markers = {workload: "osD^v<>"[index % 7] for index, workload in enumerate(workloads)}
+    figure, axis = plt.subplots(figsize=(10, 5))
     for label, workload, speedup, drift in points:
-        marker = markers.setdefault(workload, "osD^v<>"[len(markers) % 7])
-        axis.scatter(speedup, max(drift, FLOOR), marker=marker, label=workload)
-        axis.annotate(label, (speedup, max(drift, FLOOR)), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        axis.scatter(speedup, max(drift, FLOOR), marker=markers[workload], color=colours[label], s=40)
     axis.set_yscale("log")
     axis.axvline(1.0, color="grey", linewidth=0.8)
     axis.set_xlabel("end-to-end p50 speed-up over the baseline")
     axis.set_ylabel("max |dp| vs the FP32 reference (log)")
-    unique = dict(zip(*reversed(axis.get_legend_handles_labels())))  # one legend entry per workload
-    axis.legend(unique.values(), unique.keys(), fontsize=8)
+    runtime_legend = axis.legend([Line2D([], [], marker="o", linestyle="", color=colours[label]) for label in labels],
+                                 [label if len(label) <= 40 else label[:39] + "…" for label in labels],
+                                 fontsize=7, title="runtime", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axis.add_artist(runtime_legend)
+    axis.legend([Line2D([], [], marker=markers[w], linestyle="", color="black") for w in workloads], workloads,
+                fontsize=7, title="workload", loc="lower left", bbox_to_anchor=(1.01, 0.0))
     axis.set_title(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    # the legends sit outside the axes; an added artist is not in the tight box unless named
+    figure.savefig(path, dpi=120, bbox_inches="tight", bbox_extra_artists=[runtime_legend])
     plt.close(figure)
 
 
@@ -79,17 +97,25 @@ def _e2e_samples(samples: Mapping) -> dict:
 
 
 def write_plots(record: Mapping, out_dir: Path) -> list[str]:
-    """Plots of a head-to-head record; the names written (none without matplotlib)."""
+    """Plots of a head-to-head record; the names written (none without matplotlib or timed cells).
+
+    Only measured cells are drawn: a run that stopped at its time budget plots what it timed."""
     if not available():
         return []
-    latency_plot(_e2e_samples(record["bench"]["samples"]), out_dir / LATENCY_PNG,
-                 f"{record['experiment']}: end-to-end latency")
-    speedups = {(row["runtime"], row["workload"]): row["speedup"]["median"]
-                for row in record["bench"]["summary"] if row["mode"] == "end_to_end" and row["speedup"]}
-    points = [(label, workload, speedups.get((label, workload), 1.0), drift["max_abs_dp"])
-              for label, by_workload in record["answers"].items() for workload, drift in by_workload.items()]
-    speed_fidelity_plot(points, out_dir / SPEED_FIDELITY_PNG, f"{record['experiment']}: speed vs fidelity")
-    return [LATENCY_PNG, SPEED_FIDELITY_PNG]
+    written = []
+    samples = _e2e_samples(record["bench"]["samples"])
+    if any(samples.values()):
+        latency_plot(samples, out_dir / LATENCY_PNG, f"{record['experiment']}: end-to-end latency")
+        written.append(LATENCY_PNG)
+    speedups = {(row["runtime"], row["workload"]): row["speedup"]["median"] if row["speedup"] else 1.0
+                for row in record["bench"]["summary"] if row["mode"] == "end_to_end"}  # the baseline has none: 1.0
+    points = [(label, workload, speedups[label, workload], drift["max_abs_dp"])
+              for label, by_workload in record["answers"].items() for workload, drift in by_workload.items()
+              if (label, workload) in speedups]
+    if points:
+        speed_fidelity_plot(points, out_dir / SPEED_FIDELITY_PNG, f"{record['experiment']}: speed vs fidelity")
+        written.append(SPEED_FIDELITY_PNG)
+    return written
 
 
 def write_run_plots(records: list[Mapping], timings: Mapping, out_dir: Path) -> list[str]:

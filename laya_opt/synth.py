@@ -6,9 +6,23 @@ from pathlib import Path
 from .checkpoint import build_random_model, parse_dtype, save_checkpoint
 from .config import ARCHITECTURES, parse_agent_config, parse_encoder_config
 from .errors import ConfigError, InputError
+from .jsonio import read_json
 from .resources import project_tokenizer
 from .staging import check_creatable
 from .tokens import TOKENIZER_FILES, load_codec
+
+
+RANDOM_WEIGHTS = "random"  # rl_agent_config.json training.weights of a checkpoint this module wrote
+
+
+def has_random_weights(checkpoint_dir: str | Path) -> bool:
+    """Whether the checkpoint says its weights are random (its suite labels then measure nothing)."""
+    try:
+        raw = read_json(Path(checkpoint_dir) / "rl_agent_config.json")
+    except (InputError, OSError):
+        return False
+    training = raw.get("training") if isinstance(raw, dict) else None
+    return isinstance(training, dict) and training.get("weights") == RANDOM_WEIGHTS
 
 
 def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype: str = "float16",
@@ -33,7 +47,8 @@ def write_random_checkpoint(arch: str, out_dir: str | Path, seed: int = 0, dtype
     encoder_raw.update(pad_token_id=codec.pad_id, cls_token_id=codec.cls_id, sep_token_id=codec.sep_id,
                        bos_token_id=codec.cls_id, eos_token_id=codec.sep_id, architectures=["ModernBertModel"])
     agent_raw.update(temperature=[1.0, 1.0, 1.0], temperature_by_options={}, amp_dtype="bf16",
-                     training={"source": f"laya-opt make-checkpoint --arch {arch} --random --seed {seed}"})
+                     training={"source": f"laya-opt make-checkpoint --arch {arch} --random --seed {seed}",
+                               "weights": RANDOM_WEIGHTS})
     encoder = parse_encoder_config(encoder_raw)
     agent = parse_agent_config(agent_raw, encoder)
     model = build_random_model(encoder, agent, seed=seed, dtype=parse_dtype(dtype))

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import cli_run
+from . import cli_calibrate, cli_run
 from .checkpoint import DTYPES
 from .config import ARCHITECTURES, read_json
 from .console import output_console, rich_table
@@ -232,6 +232,7 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
 
 main.add_command(cli_run.run)
 main.add_command(cli_run.explain)
+main.add_command(cli_calibrate.calibrate_gates)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 
 from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_digest
-from .checkpoint import file_sha256, resolve_checkpoint_dir
+from .checkpoint import dtype_name, file_sha256, resolve_checkpoint_dir
 from .errors import ExperimentError
 from .experiment import Experiment
 from .fidelity.suites import load_suite
@@ -133,7 +133,9 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
         "checkpoint": {"path": str(inputs.checkpoint_dir),
                        "sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors")},
-        "reference": {"identity": reference.identity, "dtype": experiment.reference_dtype},
+        # The dtype the reference's weights are in (Pipeline.run refused it if that is not the declared one).
+        "reference": {"identity": reference.identity, "dtype": dtype_name(reference.dtype),
+                      "declared_dtype": experiment.reference_dtype},
         "suites": [{"name": s.name, "version": s.version, "path": str(s.path), "sha256": s.sha256,
                     "records": len(s.records)} for s in inputs.suites],
         "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),

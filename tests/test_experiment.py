@@ -9,6 +9,7 @@ import yaml
 
 import laya_opt.checkpoint
 from laya_opt.experiment import ExperimentError, explain, load_experiment, parse_experiment
+from laya_opt.fidelity.gates import load_gates_file
 from laya_opt.registry import UnknownPass, build_registry, get_pass
 from fake_passes import CAPTURE, NOISY, REPLACE_MODEL, write_tiny_suite
 
@@ -48,7 +49,10 @@ def test_a_valid_document_resolves_defaults(suite_path):
     assert experiment.output_dir == Path("results")  # relative paths resolve from the working directory
     resolved = experiment.resolved()
     assert resolved["passes"][0]["config"] == {"scale": 0.5, "seed": 0}
-    assert "max_abs_dp <= 0.25" in resolved["gates"]["baseline"]["cumulative"]
+    baseline = experiment.pipeline().plan()[0][2]  # stage 0's cumulative gates: the bundled calibration's
+    assert baseline == load_gates_file("standin").for_dtype("float16").exact_cumulative
+    assert [str(gate) for gate in baseline] == resolved["gates"]["baseline"]["cumulative"]
+    assert resolved["gates_file"]["name"] == "standin"
 
 
 @pytest.mark.parametrize("changes, message", [

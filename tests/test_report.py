@@ -11,6 +11,8 @@ import yaml
 from click.testing import CliRunner
 
 from laya_opt.checkpoint import file_sha256
+from laya_opt.errors import InputError
+from laya_opt.fidelity.gates import load_gates_file
 from laya_opt.cli_run import explain, run
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import PipelineError
@@ -93,6 +95,34 @@ def test_report_md_is_rendered_from_the_written_records_alone(write_experiment):
     assert render_report(loaded.manifest, loaded.stages, loaded.timings) == \
         (outcome.results_dir / "report.md").read_text()
     assert "| 1 noisy_scorer | exact |" in (outcome.results_dir / "report.md").read_text()
+
+
+def test_the_report_shows_the_noise_floor_and_derivation_of_each_gate(write_experiment):
+    outcome = run_experiment(load_experiment(write_experiment([{"name": "note"}])), bench=False, now=NOW)
+    record = load_results(outcome.results_dir).stages[1]
+    bound = next(g for g in record["gates"] if g["metric"] == "max_abs_dp" and g["comparison"] == "incremental")
+    calibrated = next(g for g in load_gates_file("standin").gates["float32"].exact_incremental
+                      if g.metric == "max_abs_dp")
+    assert (bound["threshold"], bound["noise_floor"], bound["derivation"]) == \
+        (calibrated.threshold, calibrated.noise_floor, calibrated.derivation)
+    report = (outcome.results_dir / "report.md").read_text()
+    assert "| stage | comparison | gate | measured | noise floor | result |" in report
+    assert f"| 1 note | incremental | {calibrated} | 0 | {calibrated.noise_floor:.3g} | pass |" in report
+    assert f"- `{calibrated}`: {calibrated.derivation}" in report and "Default gates from `standin`" in report
+    # The manifest records the dtype the reference's weights are actually in.
+    assert load_results(outcome.results_dir).manifest["reference"] | {"identity": None} == \
+        {"identity": None, "dtype": "float32", "declared_dtype": "float32"}
+
+
+def test_a_reference_loaded_in_another_dtype_than_declared_stops_the_run(write_experiment, monkeypatch):
+    import laya_opt.runner
+
+    real = laya_opt.runner.load_runtime
+    # The audit's bug: the FP32 reference silently loaded in FP16, while every label said float32.
+    monkeypatch.setattr(laya_opt.runner, "load_runtime", lambda path, dtype, batch_size: real(path, "float16",
+                                                                                           batch_size))
+    with pytest.raises(InputError, match="the reference runtime is float16, but the run declares a float32"):
+        run_experiment(load_experiment(write_experiment([{"name": "note"}])), bench=False, now=NOW)
 
 
 def test_load_results_names_a_missing_file(tmp_path):

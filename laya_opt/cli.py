@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import cli_calibrate, cli_run
+from . import cli_bisect, cli_calibrate, cli_run
 from .checkpoint import DTYPES
 from .config import ARCHITECTURES, read_json
 from .console import output_console, rich_table
@@ -107,8 +107,9 @@ dtype_option = click.option("--dtype", type=click.Choice(sorted(DTYPES)), defaul
 def main():
     """laya-opt: make the Laya decision model fast without making it wrong.
 
-    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint) and run
-    fidelity-gated optimization experiments (run, explain).
+    Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint), run
+    fidelity-gated optimization experiments (run, explain), measure the noise the gates rest on
+    (calibrate-gates) and find why a stack fails (bisect, sensitivity).
     """
 
 
@@ -214,7 +215,11 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
 @click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
 @fail_on_bad_input
 def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json):
-    """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes."""
+    """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes.
+
+    This is the ranking `laya-opt bisect` computes for a failing quantize_encoder stage (one function,
+    fidelity/sensitivity.py); bisect goes on to a verified `exclude:` list.
+    """
     from .fidelity.checker import requests_from_suite
     from .fidelity.sensitivity import layer_sensitivity, sensitivity_table
     from .fidelity.suites import load_suite
@@ -233,6 +238,7 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
 main.add_command(cli_run.run)
 main.add_command(cli_run.explain)
 main.add_command(cli_calibrate.calibrate_gates)
+main.add_command(cli_bisect.bisect)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -85,9 +85,10 @@ suite_option = click.option(
 @click.option("--bisect", "then_bisect", is_flag=True,
               help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool, then_bisect: bool) -> None:
+        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool,
+        then_bisect: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results."""
-    from .experiment import ExperimentError
+    from .errors import InputError
     from .pipeline import PipelineError
     from .runner import print_outcome, run_experiment
 
@@ -103,7 +104,7 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
                                  show_progress=not quiet and console.is_terminal, say=say)
     except PipelineError as exc:
         _fail(f"{exc}; no results directory was written", PASS_FAILED)
-    except (ExperimentError, FileNotFoundError, FileExistsError) as exc:
+    except (InputError, FileNotFoundError, FileExistsError) as exc:  # ExperimentError is an InputError
         _fail(str(exc), BAD_INPUT)
     finally:
         signal.signal(signal.SIGTERM, previous)

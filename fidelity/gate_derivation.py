@@ -27,7 +27,8 @@ Each drift metric (max |dp|, max |Δ logit|, max KL on logits) gets a threshold:
    approximate pass.
 
 KL is quadratic in a small logit change (KL ≈ ½ Var(Δ logit)), so its factors are squared, its floor is
-½ (logit floor)², and bounds add as (√a + √b)²; the other metrics add linearly. Flips: none in exact
+2 ε² (one unit moved in an even split, see `floors`), and bounds add as (√a + √b)²; the other metrics add
+linearly. Flips: none in exact
 float32 comparisons, no decisive flip (reference gap >= 0.05) anywhere else.
 """
 from __future__ import annotations
@@ -57,9 +58,14 @@ def combined(metric: str, first: float, second: float) -> float:
 
 
 def floors(dtype: str, max_abs_logit: float) -> dict[str, float]:
-    """One rounding in `dtype`, per calibrated metric."""
-    logit = EPSILON[dtype] * max_abs_logit
-    return {"max_abs_dp": EPSILON[dtype], "max_abs_dlogit": logit, "kl_logits_max": logit * logit / 2}
+    """One rounding in `dtype`, per calibrated metric.
+
+    max |dp|: one unit at 1.0; max |Δ logit|: one unit at the largest |logit|; KL: what one unit moved
+    between the two options of an even split costs (KL ≈ ½ χ² = ½ Σ Δp² / p = 2 ε²). The logit floor
+    would overstate KL: the largest logits belong to saturated answers, whose KL a rounding cannot move.
+    """
+    epsilon = EPSILON[dtype]
+    return {"max_abs_dp": epsilon, "max_abs_dlogit": epsilon * max_abs_logit, "kl_logits_max": 2 * epsilon ** 2}
 
 
 def rounded_up(value: float, digits: int = 3) -> float:

@@ -43,7 +43,7 @@ def test_bit_identical_outputs_get_the_floor_of_one_rounding():
     gates = bounds(derive_gates(measured(), "t").gates["bfloat16"].exact_incremental)
     assert gates["max_abs_dp"].threshold == rounded_up(EPSILON["bfloat16"])
     assert gates["max_abs_dlogit"].threshold == rounded_up(EPSILON["bfloat16"] * MAX_ABS_LOGIT)
-    assert gates["kl_logits_max"].threshold == rounded_up((EPSILON["bfloat16"] * MAX_ABS_LOGIT) ** 2 / 2)
+    assert gates["kl_logits_max"].threshold == rounded_up(2 * EPSILON["bfloat16"] ** 2)
     assert "bit-identical" in gates["max_abs_dp"].derivation and gates["max_abs_dp"].noise_floor == 0.0
 
 

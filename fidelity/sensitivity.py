@@ -9,7 +9,8 @@ harmful first.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 from laya_opt.passes_api import PassSpec, apply_pass
 from laya_opt.quant import dense_modules
@@ -41,11 +42,13 @@ def selects_units(spec: PassSpec, config: Any) -> bool:
 
 
 def unit_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], spec: PassSpec, config: Any,
-                     unit: str = "layer") -> list[dict[str, Any]]:
+                     unit: str = "layer", bounds: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Rank units by the argmax flips, then the max |dp|, that applying the pass to each one alone causes.
 
     The pass keeps every setting of `config` but its `include`, which names one unit; units the config
-    already excludes are left out.
+    already excludes are left out. With `bounds` (metric -> the threshold of a `<=` gate), the second key
+    is the unit's worst ratio of a drift metric to its bound instead (`gate_ratio`): the gate that binds
+    may be on the logits, not on max |dp|.
     """
     if not requests:
         raise ValueError("unit sensitivity needs at least one request")
@@ -63,8 +66,12 @@ def unit_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], spec: Pa
                      "argmax_flips": int(metrics["argmax_flips"]), "decisive_flips": int(metrics["decisive_flips"]),
                      "argmax_agreement": metrics["argmax_agreement"], "max_abs_dp": metrics["max_abs_dp"],
                      "mean_abs_dp": metrics["mean_abs_dp"], "max_abs_dlogit": metrics.get("max_abs_dlogit"),
-                     **unit_facts(spec, unit_config, candidate)})
-    rows.sort(key=lambda row: (-row["argmax_flips"], -row["max_abs_dp"], row["unit"]))
+                     "kl_logits_max": metrics.get("kl_logits_max"), **unit_facts(spec, unit_config, candidate)})
+        if bounds:
+            rows[-1]["gate_ratio"] = max(metrics[name] / bound if bound > 0 else math.inf
+                                         for name, bound in bounds.items() if name in metrics)
+    second = "gate_ratio" if bounds else "max_abs_dp"
+    rows.sort(key=lambda row: (-row["argmax_flips"], -row[second], row["unit"]))
     return [dict(row, rank=rank) for rank, row in enumerate(rows, start=1)]
 
 
@@ -90,9 +97,11 @@ def sensitivity_table(rows: Sequence[dict], title: str = "") -> dict:
     def dlogit(row: dict) -> str:
         return "—" if row.get("max_abs_dlogit") is None else f"{row['max_abs_dlogit']:.4g}"
 
+    ratio = any("gate_ratio" in row for row in rows)
     return {"title": title or "sensitivity (one unit at a time vs the runtime without the pass)",
             "columns": ["rank", "unit", "scheme", "modules", "argmax flips", "decisive flips", "max |dp|",
-                        "mean |dp|", "max |Δ logit|"],
+                        "mean |dp|", "max |Δ logit|"] + (["worst gate ratio"] if ratio else []),
             "rows": [[str(row["rank"]), row["unit"], row["scheme"], str(row["modules"]),
                       f"{row['argmax_flips']}/{row['questions']}", str(row["decisive_flips"]),
-                      f"{row['max_abs_dp']:.4g}", f"{row['mean_abs_dp']:.4g}", dlogit(row)] for row in rows]}
+                      f"{row['max_abs_dp']:.4g}", f"{row['mean_abs_dp']:.4g}", dlogit(row)]
+                     + ([f"{row['gate_ratio']:.3g}"] if ratio else []) for row in rows]}

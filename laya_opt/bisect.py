@@ -4,7 +4,8 @@
    earlier stage passed, so its addition is what failed).
 2. If that pass changes parameters and selects modules by path (quantize_encoder), every encoder layer
    (or Linear) gets the pass alone, on the runtime the pass was applied to, and the units are ranked by
-   the argmax flips and max |dp| they cause on the gating suite (`fidelity.sensitivity`).
+   the argmax flips they cause on the gating suite, then by their worst ratio of a drift metric (max |dp|,
+   max |Δ logit|, KL) to the stage's own incremental bound (`fidelity.sensitivity`).
 3. The fewest top-ranked units whose exclusion lets the stage pass its gates are found by binary search
    over the ranking (re-running the stack up to that pass for each count), and the whole stack is
    re-run with that `exclude:` list to verify it.
@@ -26,6 +27,8 @@ from .pipeline import PipelineResult, StageResult
 from .runner import load_inputs, precheck_steps
 from .runtime import Runtime, load_runtime
 from .schema import to_plain
+
+DRIFT_BOUNDED = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")   # what the units are ranked against
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,9 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
     if not selects_units(step.spec, step.config) or parent is None:
         return BisectResult(result.stages, failing, seconds=time.perf_counter() - started)
     say(f"ranking {unit}s by what {step.name} alone does to each")
-    ranking = tuple(unit_sensitivity(parent, requests, step.spec, step.config, unit))
+    bounds = {result.gate.metric: result.gate.threshold for result in failing.incremental_gates
+              if result.gate.op == "<=" and result.gate.metric in DRIFT_BOUNDED}
+    ranking = tuple(unit_sensitivity(parent, requests, step.spec, step.config, unit, bounds))
     units = [row["unit"] for row in ranking]
     trials: dict[int, ExclusionTrial] = {}
 

@@ -17,6 +17,10 @@ the file carries its derivation and the measured noise floor it rests on. In sho
 * cumulative: the exact bounds plus the cast drift of the candidate dtype, plus one approximate allowance
   once the stack holds an approximate pass.
 * always: finite, deterministic (incremental), token identity; with labels, accuracy drops at most 0.02.
+* probes, incremental: a pass that captures runtime parts must reproduce its parent with those parts
+  perturbed within its own max |Δ logit| bound (`capture_probe`); an exact half-precision pass that
+  replaces kernels must agree with the replaced kernels within KERNEL_ROUNDING_BOUND units of one
+  rounding, on the inputs they receive (`kernel_probe`).
 
 Without a calibration for the candidate dtype, the spec's tolerances stand in (`spec_gates`): exact
 max |dp| 2e-4 / 0.02 / 0.06 (FP32 / FP16 / BF16, spec §11.5, §11.6, §11.8), approximate 0.02 (§11.5).
@@ -256,6 +260,7 @@ SPEC = "spec"
 # §11.6 allows 2e-4 for compiled + bucketed vs eager; §11.8: bf16 backends drift up to ~0.06.
 SPEC_MAX_ABS_DP_EXACT = {"float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
 SPEC_MAX_ABS_DP_APPROXIMATE = 2e-2
+SPEC_MAX_ABS_DLOGIT = 3e-5   # §11.6: logits vs the independent references (atol = rtol = 3e-5)
 ACCURACY_DROP = -0.02   # §12.12.6: approximate changes are judged on held-out labelled quality
 
 
@@ -304,21 +309,35 @@ def spec_gates() -> GatesFile:
 
 
 def capture_gate(gates: tuple[Gate, ...]) -> Gate:
-    """A capturing pass must reproduce its probed parent as closely as its own max |dp| gate allows."""
-    bound = next((gate for gate in gates if gate.metric == "max_abs_dp" and gate.op == "<="), None)
-    if bound is None:
-        raise InputError("a capturing pass needs a max_abs_dp gate to bound its capture probe")
-    return Gate("capture_max_abs_dp", "<=", bound.threshold, noise_floor=bound.noise_floor,
+    """A capturing pass must reproduce its probed parent as closely as its own max |Δ logit| gate allows."""
+    bound = next((gate for gate in gates if gate.metric == "max_abs_dlogit" and gate.op == "<="), None)
+    if bound is None:  # a gates file without logit bounds (the spec fallback): the spec's FP32 logit tolerance
+        bound = Gate("max_abs_dlogit", "<=", SPEC_MAX_ABS_DLOGIT, derivation="spec §11.6 logit tolerance")
+    return Gate("capture_max_abs_dlogit", "<=", bound.threshold, noise_floor=bound.noise_floor,
                 derivation="the pass rebuilt on probed parts (fidelity.capture_probe) must match them within its "
-                           f"max_abs_dp bound ({bound.derivation})")
+                           f"max_abs_dlogit bound ({bound.derivation})")
+
+
+# Two results that each round once from (almost) the same float32 value differ by at most one unit in the
+# last place, which is at most epsilon x |value|; 2 leaves room for values just below a power of two.
+KERNEL_ROUNDING_BOUND = 2.0
+
+
+def kernel_gate() -> Gate:
+    return Gate("kernel_rounding_error", "<=", KERNEL_ROUNDING_BOUND,
+                derivation="an exact half-precision kernel must agree with the kernel it replaces within one "
+                           "rounding of the dtype, on the inputs that kernel receives (fidelity.kernel_probe); "
+                           "float32 kernels that reassociate sums differ by more, and the float32 noise bound "
+                           "gates them end to end")
 
 
 def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool = False,
-                  gates_file: GatesFile | str | None = None) -> tuple[Gate, ...]:
+                  replaces_kernels: bool = False, gates_file: GatesFile | str | None = None) -> tuple[Gate, ...]:
     """The gates a stage must pass when the experiment names none.
 
     `exact`: incremental, the pass is exact; cumulative, every stage so far is. `captures` adds the
-    capture-probe gate to the incremental comparison; `gates_file` defaults to the bundled calibration.
+    capture-probe gate to the incremental comparison, `replaces_kernels` the kernel-probe gate (exact
+    half-precision passes only); `gates_file` defaults to the bundled calibration.
     """
     if dtype_name not in DTYPE_NAMES:
         raise ValueError(f"dtype_name {dtype_name!r} is not one of {', '.join(DTYPE_NAMES)}")
@@ -328,4 +347,6 @@ def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool 
     if comparison == "cumulative":
         return table.exact_cumulative if exact else table.approximate_cumulative
     gates = table.exact_incremental if exact else table.approximate_incremental
-    return gates + (capture_gate(gates),) if captures else gates
+    probes = ((capture_gate(gates),) if captures else ()) + \
+        ((kernel_gate(),) if replaces_kernels and exact and dtype_name != "float32" else ())
+    return gates + probes

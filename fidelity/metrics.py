@@ -25,13 +25,14 @@ DRIFT_METRICS = ("argmax_agreement", "argmax_flips", "decisive_agreement", "deci
 # Logit-level drift, measured on the raw float32 option logits the checker records: saturated calibrated
 # probabilities (p = 1.00) hide how far the logits moved; these do not. Absent when a side has no logits.
 LOGIT_METRICS = ("max_abs_dlogit", "kl_logits_max", "kl_logits_mean")
-# Set by the pipeline for a pass that captures runtime parts (fidelity.capture_probe).
-CAPTURE_METRICS = ("capture_max_abs_dp",)
+# Set by the pipeline: for a pass that captures runtime parts (fidelity.capture_probe), and for an exact
+# pass that replaces kernels (fidelity.kernel_probe).
+PROBE_METRICS = ("capture_max_abs_dlogit", "kernel_rounding_error")
 LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
                  "ece_delta")
 PER_TYPE_METRICS = ("argmax_agreement", "max_abs_dp")
 # Every name a gate may refer to; per-type entries are "<metric>.<type>".
-METRIC_NAMES = frozenset(DRIFT_METRICS + LOGIT_METRICS + CAPTURE_METRICS + ("deterministic",) + LABEL_METRICS
+METRIC_NAMES = frozenset(DRIFT_METRICS + LOGIT_METRICS + PROBE_METRICS + ("deterministic",) + LABEL_METRICS
                          + tuple(f"{name}.{qtype}" for name in PER_TYPE_METRICS for qtype in QTYPES))
 
 

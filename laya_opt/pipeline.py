@@ -21,6 +21,7 @@ from .errors import InputError, PassError
 from .fidelity.capture_probe import capture_drift
 from .fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
 from .fidelity.gates import Gate, GateResult, GatesFile, check_gates, common_gates, default_gates, load_gates_file
+from .fidelity.kernel_probe import kernel_rounding_error
 from .fidelity.metrics import FidelityReport, compare
 from .fidelity.workloads import named_requests
 from .passes_api import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
@@ -90,7 +91,8 @@ def step_defaults(comparison: str, step: "Step", exact: bool, candidate_dtype: s
         if comparison == "cumulative":
             return envelope
         return merge_gates(common_gates("incremental"), envelope)
-    return default_gates(exact, candidate_dtype, comparison, captures=bool(step.spec.captures), gates_file=gates_file)
+    return default_gates(exact, candidate_dtype, comparison, captures=bool(step.spec.captures),
+                         replaces_kernels="kernels" in step.spec.replaces, gates_file=gates_file)
 
 
 def resolve_gates(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile,
@@ -356,16 +358,15 @@ class Pipeline:
         current, current_outputs, current_index, chain = reference, reference_outputs, None, True
         for index, step in enumerate(self.steps):
             say(f"stage {index}: applying {step.name}")
-            child, probe_drift, apply_s = self._apply(step, current, index, current_index, stages,
-                                                      reference_outputs, planned, requests)
+            child, probes, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs,
+                                                 planned, requests)
             say(f"stage {index}: evaluating {step.name}")
             started = time.perf_counter()
             outputs = evaluate(child, requests, repeat=self.repeat)
             cumulative = compare(reference_outputs, outputs)
             incremental = cumulative if current is reference else compare(current_outputs, outputs)
-            if probe_drift is not None:
-                incremental = dataclasses.replace(incremental, metrics={**incremental.metrics,
-                                                                        "capture_max_abs_dp": probe_drift})
+            if probes:
+                incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **probes})
             incremental_gates, cumulative_gates = (
                 tuple(check_gates(report.metrics, gates)) for report, gates in
                 zip((incremental, cumulative), stage_gates(step, chain, self.candidate_dtype, self.gates,
@@ -395,17 +396,23 @@ class Pipeline:
 
     def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int | None, stages: list,
                reference_outputs: Outputs, planned: tuple[str, ...], requests: tuple[EvalRequest, ...]
-               ) -> tuple[Runtime, float | None, float]:
-        """Apply one step, and probe what it captured (fidelity.capture_probe): (runtime, probe drift, seconds).
+               ) -> tuple[Runtime, dict[str, float], float]:
+        """Apply one step and run its probes: (runtime, probe metrics, seconds spent applying).
 
-        Raising or breaking the contract (in the pass or its probe) becomes an `error` stage and a PipelineError.
+        Probes: what a capturing pass captured (fidelity.capture_probe), the kernels an exact pass replaced
+        (fidelity.kernel_probe). Raising or breaking the contract (in the pass or a probe) becomes an `error`
+        stage and a PipelineError.
         """
         started = time.perf_counter()
         try:
             data = self.step_data(step)
             child = apply_pass(step.spec, parent, step.config, data)
             apply_s = time.perf_counter() - started
-            return child, capture_drift(step.spec, step.config, data, parent, requests), apply_s
+            # Kernels are probed in half precision, where one rounding is a meaningful bound (see the gate).
+            kernels = step.is_exact and parent.dtype != mx.float32
+            probes = {"capture_max_abs_dlogit": capture_drift(step.spec, step.config, data, parent, requests),
+                      "kernel_rounding_error": kernel_rounding_error(parent, child, requests) if kernels else None}
+            return child, {name: value for name, value in probes.items() if value is not None}, apply_s
         except Exception as exc:  # the pass's own failure: reported as a stage, then the run ends
             problem = str(exc) if isinstance(exc, PassError) else f"raised {type(exc).__name__}: {exc}"
             cause = exc

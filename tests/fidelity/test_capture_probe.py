@@ -59,6 +59,6 @@ def test_the_pipeline_gates_the_capture_probe(runtime):
     forgetful, compiled = result.stages[2:]
     # Head pruning is exact, so dropping it moves no output: only the probe tells.
     assert forgetful.verdict == "rejected"
-    assert [result.gate.metric for _, result in forgetful.failed_gates] == ["capture_max_abs_dp"]
-    assert compiled.verdict == "accepted" and compiled.incremental.metrics["capture_max_abs_dp"] <= 1e-5
-    assert "capture_max_abs_dp" not in result.stages[1].incremental.metrics
+    assert [result.gate.metric for _, result in forgetful.failed_gates] == ["capture_max_abs_dlogit"]
+    assert compiled.verdict == "accepted" and compiled.incremental.metrics["capture_max_abs_dlogit"] <= 1e-5
+    assert "capture_max_abs_dlogit" not in result.stages[1].incremental.metrics

@@ -155,9 +155,9 @@ def test_each_comparison_gets_its_list_of_the_gates_file():
 def test_a_capturing_pass_gets_a_capture_gate_as_tight_as_its_own_bound():
     gates = default_gates(True, "float32", "incremental", captures=True, gates_file=SYNTHETIC)
     capture = gates[-1]
-    assert capture.metric == "capture_max_abs_dp" and capture.threshold == _bound(gates[:-1])
+    assert capture.metric == "capture_max_abs_dlogit" and capture.threshold == _bound(gates[:-1], "max_abs_dlogit")
     assert "capture_probe" in capture.derivation
-    assert "capture_max_abs_dp" not in {g.metric for g in default_gates(True, "float32", "cumulative", captures=True,
+    assert "capture_max_abs_dlogit" not in {g.metric for g in default_gates(True, "float32", "cumulative", captures=True,
                                                                           gates_file=SYNTHETIC)}
 
 

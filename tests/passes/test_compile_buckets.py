@@ -251,7 +251,7 @@ def compiled_stack_verdict(runtime, names, dtype, requests=REQUESTS):
     config = CompileBucketsConfig(multiple=16)
     compiled = lo.apply(stack, config)
     report = compare(evaluate(stack, requests), evaluate(compiled, requests, repeat=2))
-    metrics = dict(report.metrics, capture_max_abs_dp=capture_drift(PASS, config, {}, stack, requests))
+    metrics = dict(report.metrics, capture_max_abs_dlogit=capture_drift(PASS, config, {}, stack, requests))
     gates = default_gates(True, dtype, "incremental", captures=True)
     return [result for result in check_gates(metrics, gates) if not result.passed]
 

@@ -77,6 +77,8 @@ def test_a_valid_document_resolves_defaults(suite_path):
     ({"gates": {"cumulative": [{"metric": "max_abs_dp", "op": "<", "threshold": 1}]}},
      r"gates\.cumulative\[0\]\.op: '<' is not one of"),
     ({"gates": {"final": []}}, r"gates: unknown key\(s\) final; known: incremental, cumulative"),
+    ({"gates_file": "nosuch"}, r"gates_file: gates file 'nosuch' not found .*bundled: standin, or `spec`"),
+    ({"gates_file": ""}, r"gates_file: must not be empty"),
     ({"plugins": ["no_such_module_for_laya"]}, r"plugins\[0\]: plugin module 'no_such_module_for_laya' not found"),
     ({"benchmark": {"requests": 5}}, r"benchmark\.workloads: missing"),
     ({"benchmark": {"workloads": ["short-1"], "requests": 2, "blocks": 4}},
@@ -182,3 +184,6 @@ def test_every_shipped_experiment_loads_and_explains(path):
     text = explain(experiment)
     assert experiment.checkpoint.is_dir() and "[missing" not in text
     assert f"experiment  {experiment.name}" in text and "0. baseline  cast_dtype to" in text
+    # Every shipped experiment gates on the committed calibration, and says so.
+    assert experiment.gates_file is load_gates_file("standin") and "gates file  standin" in text
+    assert "(noise " in text

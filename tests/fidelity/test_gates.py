@@ -8,10 +8,10 @@ import yaml
 
 from gate_fixtures import measured
 
-from laya_opt.errors import InputError
+from laya_opt.errors import InputError, SchemaError
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
 from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
-                                     load_gates_file, parse_gate, parse_gates)
+                                     dump_gates_file, load_gates_file, parse_gate, parse_gates)
 
 PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
            "argmax_flips": 0.0, "decisive_agreement": 1.0, "decisive_flips": 0.0, "max_abs_dp": 0.0,
@@ -157,8 +157,8 @@ def test_a_capturing_pass_gets_a_capture_gate_as_tight_as_its_own_bound():
     capture = gates[-1]
     assert capture.metric == "capture_max_abs_dlogit" and capture.threshold == _bound(gates[:-1], "max_abs_dlogit")
     assert "capture_probe" in capture.derivation
-    assert "capture_max_abs_dlogit" not in {g.metric for g in default_gates(True, "float32", "cumulative", captures=True,
-                                                                          gates_file=SYNTHETIC)}
+    cumulative = default_gates(True, "float32", "cumulative", captures=True, gates_file=SYNTHETIC)
+    assert "capture_max_abs_dlogit" not in {g.metric for g in cumulative}
 
 
 def test_the_defaults_are_the_bundled_calibration_and_every_gate_says_why():
@@ -204,3 +204,17 @@ def test_default_gates_reject_unknown_settings():
         default_gates(True, "fp16", "incremental")
     with pytest.raises(ValueError, match="comparison 'previous'"):
         default_gates(True, "float32", "previous")
+
+
+def test_a_gates_file_by_path_is_read_through_the_schema_and_errors_name_file_and_key(tmp_path):
+    good = tmp_path / "mine.yaml"
+    good.write_text(dump_gates_file(SYNTHETIC))
+    assert load_gates_file(str(good)).gates["float16"].exact_cumulative == SYNTHETIC.gates["float16"].exact_cumulative
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("op: <=, threshold:", "op: <, threshold:", 1))
+    with pytest.raises(SchemaError, match=r"bad.yaml: gates.float32.exact_incremental\[3\].op: '<' is not one of"):
+        load_gates_file(str(bad))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("name: x\ngates: {float8: {}}\n")
+    with pytest.raises(SchemaError, match="unknown.yaml: gates.float8"):
+        load_gates_file(str(unknown))

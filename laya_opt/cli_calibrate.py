@@ -45,9 +45,10 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     """Measure FP32 run-to-run and batch-composition noise, half-precision noise and the FP16/BF16-vs-FP32
     drift on the suites, and write a gates file whose every threshold states its derivation.
 
-    Exact passes get 2 x the same-dtype noise they can cause (a floor of one rounding where outputs are
-    bit-identical); approximate passes an allowance of 2 x the FP16 drift. See fidelity/gate_derivation.py.
-    On the CPU, float16 and bfloat16 are slow: calibrating the stand-in on smoke + calib takes about an hour.
+    Exact passes get 2 x the largest same-dtype noise (a floor of one rounding where outputs are
+    bit-identical); cross-dtype comparisons 2 x the cast drift; approximate passes an allowance of 2 x the
+    FP16 drift. See fidelity/gate_derivation.py. On a 2-core CPU, float16 and bfloat16 are slow: the
+    stand-in takes minutes on `smoke` and hours on `calib`.
     """
     from .bench import environment
     from .checkpoint import file_sha256, resolve_checkpoint_dir

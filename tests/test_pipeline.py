@@ -155,3 +155,16 @@ def test_run_accepts_a_suite_file(reference, tmp_path):
     assert [q.key for q in result.stages[0].cumulative.questions][:3] == ["r0/topic", "r0/level", "r0/yes"]
     assert result.stages[0].cumulative.questions[0].tags["language"] == "en"
     assert result.stages[0].cumulative.metrics["labelled"] == 6.0
+
+
+def test_the_default_gates_come_from_the_gates_file_the_pipeline_is_given(reference, tmp_path):
+    import laya_opt as lo
+    from laya_opt.fidelity.gates import load_gates_file
+
+    suite = lo.load_suite(str(write_tiny_suite(tmp_path / "tiny.jsonl", records=1)))
+    for name in ("spec", "standin"):
+        result = lo.run_pipeline(reference, [(NOTE, {})], suite=suite, dtype="float32", gates_file=name)
+        note = result.stages[1]
+        assert [r.gate for r in note.incremental_gates] == \
+            list(load_gates_file(name).gates["float32"].exact_incremental)
+    assert Pipeline([], gates_file="spec").gates_file is load_gates_file("spec")

@@ -184,6 +184,18 @@ def evaluate_request(runtime: Runtime, request: EvalRequest, repeat: int = 1) ->
             in enumerate(zip(prepared, execution.logits, execution.action, execution.inputs))]
 
 
+def longest_requests(runtime: Runtime, requests: Sequence[EvalRequest], count: int) -> tuple[EvalRequest, ...]:
+    """The `count` requests whose longest prepared question is longest (suite order among equals).
+
+    Probes run on these: length-dependent kernels (windows with a `min_length`, bucket padding) act there.
+    """
+    def longest(request: EvalRequest) -> int:
+        return max((item.length for item in runtime.prepare(request.state, request.questions)), default=0)
+
+    ranked = sorted(range(len(requests)), key=lambda index: -longest(requests[index]))
+    return tuple(requests[index] for index in sorted(ranked[:count]))
+
+
 def evaluate(runtime: Runtime, requests: Sequence[EvalRequest], repeat: int = 1,
              advance: Callable[[int], None] | None = None) -> Outputs:
     """Every question of every request; `repeat=2` also records whether reruns were bit-identical.

@@ -1,18 +1,47 @@
-"""Fidelity gates: thresholds on the named metrics of `fidelity.metrics`, parsed from experiment YAML.
+"""Fidelity gates: thresholds on the named metrics of `fidelity.metrics`, and where the default ones come from.
 
 A gate never passes by omission: a missing metric or a NaN measurement fails it. The only exception is a
 gate flagged `requires_labels` when the comparison had no labelled questions; it is reported as skipped.
+
+Default thresholds are measured, not picked: `laya-opt calibrate-gates` measures the noise of the
+checkpoint on a suite and writes a gates file (the stand-in's is `fidelity/gates/standin.yaml`, shipped
+as package data); `fidelity.gate_derivation` turns the measurements into thresholds, and every gate in
+the file carries its derivation and the measured noise floor it rests on. In short:
+
+* exact pass, same dtype (incremental): each drift metric <= 2 x the largest same-dtype noise measured
+  (re-running, other matmul shapes, batch sizes, orders and padding), or a floor of one rounding in that
+  dtype where the outputs were bit-identical; no argmax flip (float32) or decisive flip (half precision).
+* the FP16-vs-FP32 drift of the cast, times a margin of 2 for the gap between one suite's maximum and
+  another's, is the bound of a cross-dtype comparison and the allowance of one approximate pass
+  (an approximate pass may move answers as far as casting to FP16 does); decisive flips: none.
+* cumulative: the exact bounds plus the cast drift of the candidate dtype, plus one approximate allowance
+  once the stack holds an approximate pass.
+* always: finite, deterministic (incremental), token identity; with labels, accuracy drops at most 0.02.
+* probes, incremental: a pass that captures runtime parts must reproduce its parent with those parts
+  perturbed within its own max |Δ logit| bound (`capture_probe`); an exact half-precision pass that
+  replaces kernels must agree with the replaced kernels within KERNEL_ROUNDING_BOUND units of one
+  rounding, on the inputs they receive (`kernel_probe`).
+
+Without a calibration for the candidate dtype, the spec's tolerances stand in (`spec_gates`): exact
+max |dp| 2e-4 / 0.02 / 0.06 (FP32 / FP16 / BF16, spec §11.5, §11.6, §11.8), approximate 0.02 (§11.5).
+Experiments choose a file with `gates_file:` (`standin`, `spec` or a path) and override single gates.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from laya_opt.errors import SchemaError
-from laya_opt.schema import parse
+from laya_opt.resources import STANDIN, gates_file_path
+from laya_opt.schema import parse, read_yaml, to_plain
 
 from .metrics import LABEL_METRICS, METRIC_NAMES
 
@@ -29,6 +58,9 @@ class Gate:
     op: str
     threshold: float
     requires_labels: bool = False   # skipped (not failed) when the suite has no labelled questions
+    # What the threshold rests on: the measured noise (or drift) of the same metric, and how it was derived.
+    noise_floor: float | None = field(default=None, compare=False)
+    derivation: str = field(default="", compare=False)
 
     def __post_init__(self):
         if not isinstance(self.metric, str) or not self.metric:
@@ -99,6 +131,8 @@ class GateFields:
     op: Literal[">=", "<=", "=="] = field()
     threshold: float = field()
     requires_labels: bool | None = None   # default: true for the accuracy/ECE metrics
+    noise_floor: float | None = None
+    derivation: str = ""
 
 
 def parse_gate(spec: str | Mapping, path: str = "gate") -> Gate:
@@ -113,7 +147,7 @@ def parse_gate(spec: str | Mapping, path: str = "gate") -> Gate:
         raise SchemaError(f"{path}: a gate is a string or a mapping, got {type(spec).__name__}")
     fields = parse(GateFields, spec, path)
     requires_labels = fields.metric in LABEL_METRICS if fields.requires_labels is None else fields.requires_labels
-    return Gate(fields.metric, fields.op, fields.threshold, requires_labels)
+    return Gate(fields.metric, fields.op, fields.threshold, requires_labels, fields.noise_floor, fields.derivation)
 
 
 def parse_gates(specs: Any, path: str = "gates") -> tuple[Gate, ...]:
@@ -123,57 +157,198 @@ def parse_gates(specs: Any, path: str = "gates") -> tuple[Gate, ...]:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Gates files
+
+
+@dataclass(frozen=True)
+class DtypeGates:
+    """Every default gate list of one candidate dtype."""
+
+    exact_incremental: tuple[Gate, ...]         # an exact pass vs the previous stage (same dtype)
+    exact_cumulative: tuple[Gate, ...]          # a stack of exact passes vs the float32 reference
+    approximate_incremental: tuple[Gate, ...]   # an approximate pass vs the previous stage
+    approximate_cumulative: tuple[Gate, ...]    # a stack holding an approximate pass vs the reference
+
+
+@dataclass(frozen=True)
+class GatesFile:
+    """A gates file (YAML through the schema): thresholds per candidate dtype, with what they rest on."""
+
+    name: str
+    gates: Mapping[str, DtypeGates]
+    version: int = field(default=1, metadata={"choices": (1,)})
+    description: str = ""
+    source: Mapping[str, Any] = field(default_factory=dict)     # checkpoint, suites, device, command
+    factors: Mapping[str, float] = field(default_factory=dict)  # the multipliers the derivation used
+    measured: Mapping[str, Any] = field(default_factory=dict)   # the noise and drift measurements
+
+    def __post_init__(self):
+        unknown = sorted(set(self.gates) - set(DTYPE_NAMES))
+        if unknown:
+            raise ValueError(f"gates: unknown dtype(s) {', '.join(unknown)}; known: {', '.join(DTYPE_NAMES)}")
+
+    def for_dtype(self, dtype_name: str) -> DtypeGates:
+        """This file's gates for the dtype; the spec tolerances when the file has none for it."""
+        if dtype_name in self.gates:
+            return self.gates[dtype_name]
+        return spec_gates().gates[dtype_name]
+
+
+def read_gates_file(path: str | Path) -> GatesFile:
+    path = Path(path)
+    try:
+        return parse(GatesFile, read_yaml(path, SchemaError))
+    except SchemaError as exc:
+        message = str(exc)
+        raise SchemaError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+
+
+class _GateMapping(dict):
+    """A gate in a gates file: written on one line, without the fields left at their defaults."""
+
+
+class _GatesDumper(yaml.SafeDumper):
+    pass
+
+
+_GatesDumper.add_representer(_GateMapping, lambda dumper, data: dumper.represent_mapping(
+    "tag:yaml.org,2002:map", data, flow_style=True))
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, Gate):
+        defaults = {"requires_labels": value.metric in LABEL_METRICS, "noise_floor": None, "derivation": ""}
+        return _GateMapping({key: item for key, item in to_plain(value).items()
+                             if key not in defaults or item != defaults[key]})
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _compact(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {key: _compact(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_compact(item) for item in value]
+    return value
+
+
+def dump_gates_file(gates_file: GatesFile, header: str = "") -> str:
+    """YAML text of a gates file (what `read_gates_file` reads back); `header` lines become comments."""
+    comments = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    return comments + yaml.dump(_compact(gates_file), Dumper=_GatesDumper, sort_keys=False, allow_unicode=True,
+                                width=120)
+
+
+@lru_cache(maxsize=None)
+def _read_cached(path: str, modified_ns: int) -> GatesFile:
+    return read_gates_file(path)
+
+
+def load_gates_file(value: str | Path | GatesFile | None = None, what: str = "gates_file") -> GatesFile:
+    """`standin` (or None): the bundled stand-in calibration; `spec`: the spec tolerances; else a file path."""
+    if isinstance(value, GatesFile):
+        return value
+    if value is not None and str(value) == SPEC:
+        return spec_gates()
+    path = gates_file_path(STANDIN if value is None else value, what)
+    return _read_cached(str(path), path.stat().st_mtime_ns)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Defaults
 
 
+SPEC = "spec"
 # Spec §11.5: the MLX port held max |dp| <= 1e-4 in FP32 and <= 0.02 in FP16, tolerances fixed in advance;
-# spec §11.6 allows 2e-4 for compiled + bucketed vs eager (padding changes the GEMM shapes, so the BLAS
-# sums in another order). The stand-in, sharpened by temperatures of 0.5, moves 1.04e-4 under compile
-# with 16-token buckets on `smoke` in FP32, so the exact FP32 bound is the spec's 2e-4.
-# Spec §11.8: bf16 backends drift up to ~0.06 (envelope <= 0.06) and flip near ties (46-47/48 choice).
-MAX_ABS_DP_EXACT = {"float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
-AGREEMENT_EXACT = {"float32": 1.0, "float16": 0.99, "bfloat16": 0.99}
-AGREEMENT_APPROXIMATE = 0.95
-MAX_ABS_DP_CUMULATIVE = 0.25
-ACCURACY_DROP = -0.02
+# §11.6 allows 2e-4 for compiled + bucketed vs eager; §11.8: bf16 backends drift up to ~0.06.
+SPEC_MAX_ABS_DP_EXACT = {"float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
+SPEC_MAX_ABS_DP_APPROXIMATE = 2e-2
+SPEC_MAX_ABS_DLOGIT = 3e-5   # §11.6: logits vs the independent references (atol = rtol = 3e-5)
+ACCURACY_DROP = -0.02   # §12.12.6: approximate changes are judged on held-out labelled quality
 
 
-def default_gates(exact: bool, dtype_name: str, comparison: str) -> tuple[Gate, ...]:
+def common_gates(comparison: str) -> tuple[Gate, ...]:
+    """Gates of every stage: finite, token identity, determinism (incremental: the candidate runs twice)."""
+    finite = Gate("finite", "==", 1.0, derivation="a NaN answer is never a speed-up")
+    tokens = Gate("token_identity", "==", 1.0, derivation="§12.12.5: no pass may change what reaches the model")
+    if comparison == "cumulative":
+        return finite, tokens
+    return finite, Gate("deterministic", "==", 1.0, derivation="same input, same bits (§11.5 ran 600 repeats)"), \
+        tokens
+
+
+def flip_gate(exact_float32: bool) -> Gate:
+    if exact_float32:
+        return Gate("argmax_flips", "<=", 0.0, derivation="exact in float32: no answer may change, near ties included")
+    return Gate("decisive_flips", "<=", 0.0, derivation="no answer may change where the reference decided by a "
+                "top-two gap of at least 0.05; near-tie flips are counted and bounded by max_abs_dp")
+
+
+def accuracy_gate() -> Gate:
+    return Gate("accuracy_delta", ">=", ACCURACY_DROP, requires_labels=True,
+                derivation="§12.12.6: held-out labelled quality may drop by at most 0.02")
+
+
+@lru_cache(maxsize=None)
+def spec_gates() -> GatesFile:
+    """The fallback: the spec's fixed tolerances, for a dtype no calibration covers (or `gates_file: spec`)."""
+    def dp(threshold: float, derivation: str) -> Gate:
+        return Gate("max_abs_dp", "<=", threshold, derivation=derivation)
+
+    tables = {}
+    for name, tolerance in SPEC_MAX_ABS_DP_EXACT.items():
+        exact = dp(tolerance, f"spec tolerance for {name} (§11.5/§11.6/§11.8; not calibrated)")
+        approximate = dp(SPEC_MAX_ABS_DP_APPROXIMATE, "spec §11.5 FP16 tolerance as the allowance of one approximate "
+                                                      "pass (not calibrated)")
+        both = dp(tolerance + SPEC_MAX_ABS_DP_APPROXIMATE, "exact tolerance plus one approximate allowance "
+                                                           "(not calibrated)")
+        flips = flip_gate(name == "float32")
+        tables[name] = DtypeGates(
+            exact_incremental=common_gates("incremental") + (flips, exact),
+            exact_cumulative=common_gates("cumulative") + (flips, exact, accuracy_gate()),
+            approximate_incremental=common_gates("incremental") + (flip_gate(False), approximate, accuracy_gate()),
+            approximate_cumulative=common_gates("cumulative") + (flip_gate(False), both, accuracy_gate()))
+    return GatesFile(name=SPEC, gates=tables, description="the spec's tolerances, fixed in advance (no measurement)")
+
+
+def capture_gate(gates: tuple[Gate, ...]) -> Gate:
+    """A capturing pass must reproduce its probed parent as closely as its own max |Δ logit| gate allows."""
+    bound = next((gate for gate in gates if gate.metric == "max_abs_dlogit" and gate.op == "<="), None)
+    if bound is None:  # a gates file without logit bounds (the spec fallback): the spec's FP32 logit tolerance
+        bound = Gate("max_abs_dlogit", "<=", SPEC_MAX_ABS_DLOGIT, derivation="spec §11.6 logit tolerance")
+    return Gate("capture_max_abs_dlogit", "<=", bound.threshold, noise_floor=bound.noise_floor,
+                derivation="the pass rebuilt on probed parts (fidelity.capture_probe) must match them within its "
+                           f"max_abs_dlogit bound ({bound.derivation})")
+
+
+# Two results that each round once from (almost) the same float32 value differ by at most one unit in the
+# last place, which is at most epsilon x |value|; 2 leaves room for values just below a power of two.
+# Kernels of several rounded steps are measured per step (kernel_probe.ROUNDING_STEPS).
+KERNEL_ROUNDING_BOUND = 2.0
+
+
+def kernel_gate() -> Gate:
+    return Gate("kernel_rounding_error", "<=", KERNEL_ROUNDING_BOUND,
+                derivation="an exact half-precision kernel must agree with the kernel it replaces within one "
+                           "rounding of the dtype per rounding step, on the inputs that kernel receives "
+                           "(fidelity.kernel_probe); "
+                           "float32 kernels that reassociate sums differ by more, and the float32 noise bound "
+                           "gates them end to end")
+
+
+def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool = False,
+                  replaces_kernels: bool = False, gates_file: GatesFile | str | None = None) -> tuple[Gate, ...]:
     """The gates a stage must pass when the experiment names none.
 
-    Outside FP32 exactness, agreement gates read `decisive_agreement`: the argmax agreement over questions
-    whose reference top-two gap is at least 0.05 (fidelity.metrics.NEAR_TIE_MARGIN). Near-tie flips
-    are still counted (`near_tie_flips`) and bounded by the max_abs_dp gates. Spec §11.8 lists near-tie
-    flips as expected of half-precision backends.
-
-    incremental (candidate vs the previous stage, same dtype):
-      * every pass: finite == 1 (a NaN answer is never a speed-up), deterministic == 1 (same input, same
-        bits; §11.5 ran 600 repeats), token_identity == 1 (§12.12.5: no pass may change what reaches the model).
-      * exact passes (compile, batching, kernels): argmax_agreement >= 1.0 and max_abs_dp <= 2e-4 in FP32
-        (§11.5 tolerance; reassociated sums stay ~1e-6); in FP16/BF16 decisive_agreement >= 0.99 and
-        max_abs_dp <= 0.02 (FP16, §11.5) or 0.06 (BF16, §11.8 envelope).
-      * approximate passes (quantization, pruning): decisive_agreement >= 0.95 and, with labels, accuracy
-        may drop at most 0.02 (§12.12.6: approximate changes are judged on held-out labelled quality).
-    cumulative (candidate vs the FP32 reference, the whole stack so far):
-      finite, token_identity, accuracy_delta >= -0.02 (with labels); an all-exact FP32 stack must still match
-      the reference (argmax_agreement >= 1.0, max_abs_dp <= 2e-4); anything else decisive_agreement >= 0.95
-      and max_abs_dp <= 0.25, which catches stacked drift like the unusable 4-bit export (0.13 on one pass, §11.5).
+    `exact`: incremental, the pass is exact; cumulative, every stage so far is. `captures` adds the
+    capture-probe gate to the incremental comparison, `replaces_kernels` the kernel-probe gate (exact
+    half-precision passes only); `gates_file` defaults to the bundled calibration.
     """
     if dtype_name not in DTYPE_NAMES:
         raise ValueError(f"dtype_name {dtype_name!r} is not one of {', '.join(DTYPE_NAMES)}")
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison {comparison!r} is not one of {', '.join(COMPARISONS)}")
-    finite, tokens = Gate("finite", "==", 1.0), Gate("token_identity", "==", 1.0)
-    accuracy = Gate("accuracy_delta", ">=", ACCURACY_DROP, requires_labels=True)
-    if comparison == "incremental":
-        deterministic = Gate("deterministic", "==", 1.0)
-        if exact:
-            agreement = "argmax_agreement" if dtype_name == "float32" else "decisive_agreement"
-            return (finite, deterministic, tokens, Gate(agreement, ">=", AGREEMENT_EXACT[dtype_name]),
-                    Gate("max_abs_dp", "<=", MAX_ABS_DP_EXACT[dtype_name]))
-        return (finite, deterministic, tokens, Gate("decisive_agreement", ">=", AGREEMENT_APPROXIMATE), accuracy)
-    if exact and dtype_name == "float32":
-        return (finite, tokens, Gate("argmax_agreement", ">=", 1.0),
-                Gate("max_abs_dp", "<=", MAX_ABS_DP_EXACT["float32"]), accuracy)
-    return (finite, tokens, Gate("decisive_agreement", ">=", AGREEMENT_APPROXIMATE),
-            Gate("max_abs_dp", "<=", MAX_ABS_DP_CUMULATIVE), accuracy)
+    table = load_gates_file(gates_file).for_dtype(dtype_name)
+    if comparison == "cumulative":
+        return table.exact_cumulative if exact else table.approximate_cumulative
+    gates = table.exact_incremental if exact else table.approximate_incremental
+    probes = ((capture_gate(gates),) if captures else ()) + \
+        ((kernel_gate(),) if replaces_kernels and exact and dtype_name != "float32" else ())
+    return gates + probes

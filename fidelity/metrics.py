@@ -19,14 +19,20 @@ ECE_BINS = 10
 # A flip between options whose reference probabilities are closer than this is a near tie: any numerical
 # path may break it, and under the FP16 tolerance (max |dp| <= 0.02) the top-two gap can move by 0.04.
 NEAR_TIE_MARGIN = 0.05
-DRIFT_METRICS = ("argmax_agreement", "argmax_flips", "decisive_agreement", "near_tie_flips", "max_abs_dp",
-                 "mean_abs_dp", "js_max", "js_mean",
+DRIFT_METRICS = ("argmax_agreement", "argmax_flips", "decisive_agreement", "decisive_flips", "near_tie_flips",
+                 "max_abs_dp", "mean_abs_dp", "js_max", "js_mean",
                  "score_drift_max", "act_probability_drift_max", "finite", "token_identity", "labelled")
+# Logit-level drift, measured on the raw float32 option logits the checker records: saturated calibrated
+# probabilities (p = 1.00) hide how far the logits moved; these do not. Absent when a side has no logits.
+LOGIT_METRICS = ("max_abs_dlogit", "kl_logits_max", "kl_logits_mean")
+# Set by the pipeline: for a pass that captures runtime parts (fidelity.capture_probe), and for an exact
+# pass that replaces kernels (fidelity.kernel_probe).
+PROBE_METRICS = ("capture_max_abs_dlogit", "kernel_rounding_error")
 LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
                  "ece_delta")
 PER_TYPE_METRICS = ("argmax_agreement", "max_abs_dp")
 # Every name a gate may refer to; per-type entries are "<metric>.<type>".
-METRIC_NAMES = frozenset(DRIFT_METRICS + ("deterministic",) + LABEL_METRICS
+METRIC_NAMES = frozenset(DRIFT_METRICS + LOGIT_METRICS + PROBE_METRICS + ("deterministic",) + LABEL_METRICS
                          + tuple(f"{name}.{qtype}" for name in PER_TYPE_METRICS for qtype in QTYPES))
 
 
@@ -42,6 +48,8 @@ class QuestionComparison:
     max_abs_dp: float
     mean_abs_dp: float
     js: float
+    max_abs_dlogit: float | None    # option logit drift with the shift shared by every option removed
+    kl_logits: float | None         # KL(softmax(reference logits) || softmax(candidate logits)), nats
     score_drift: float | None       # score questions only
     act_probability_drift: float
     token_identical: bool
@@ -81,6 +89,26 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     m = (p + q) / 2
     value = 0.5 * (float(np.sum(p * np.log(p / m))) + float(np.sum(q * np.log(q / m))))
     return float(np.clip(value, 0.0, math.log(2))) if not math.isnan(value) else value
+
+
+def logit_drift(reference_logits: np.ndarray, candidate_logits: np.ndarray) -> tuple[float, float]:
+    """(max |Δ logit| after removing the mean shift, KL(softmax(ref) || softmax(cand))) in float64.
+
+    A shift shared by every option changes no probability (softmax ignores it), so it is not drift. The KL
+    uses log-softmax in float64, so it needs no probability floor; it is 0 for one option.
+    """
+    reference = np.asarray(reference_logits, dtype=np.float64)
+    candidate = np.asarray(candidate_logits, dtype=np.float64)
+    if reference.shape != candidate.shape or reference.ndim != 1 or reference.size == 0:
+        raise ValueError(f"logit_drift needs two equal non-empty 1-D rows, got {reference.shape} and "
+                         f"{candidate.shape}")
+    delta = candidate - reference
+    max_abs = float(np.max(np.abs(delta - np.mean(delta))))
+    with np.errstate(invalid="ignore"):  # NaN logits give NaN drift, which fails every gate
+        log_p = reference - np.logaddexp.reduce(reference)
+        log_q = candidate - np.logaddexp.reduce(candidate)
+        kl = float(np.sum(np.exp(log_p) * (log_p - log_q)))
+    return max_abs, (max(kl, 0.0) if not math.isnan(kl) else kl)  # rounding can leave -1e-17
 
 
 def ece(confidences: Sequence[float], correct: Sequence[bool], bins: int = ECE_BINS) -> float:
@@ -152,11 +180,14 @@ def compare_question(reference: QuestionOutput, candidate: QuestionOutput) -> Qu
     if reference.type_name == "score":
         score_drift = abs(candidate.score_expectation - reference.score_expectation)
     mismatch = _token_mismatch(reference, candidate)
+    has_logits = reference.logits.size == reference.k and candidate.logits.size == candidate.k
+    max_abs_dlogit, kl_logits = logit_drift(reference.logits, candidate.logits) if has_logits else (None, None)
     return QuestionComparison(
         key=reference.key, type_name=reference.type_name, tags=reference.tags,
         reference_argmax=reference.argmax, candidate_argmax=candidate.argmax, reference_margin=margin, dp=dp,
         max_abs_dp=float(np.max(abs_dp)), mean_abs_dp=math.fsum(abs_dp) / abs_dp.size,
-        js=js_divergence(reference.probabilities, candidate.probabilities), score_drift=score_drift,
+        js=js_divergence(reference.probabilities, candidate.probabilities), max_abs_dlogit=max_abs_dlogit,
+        kl_logits=kl_logits, score_drift=score_drift,
         act_probability_drift=abs(candidate.act_probability - reference.act_probability),
         token_identical=mismatch is None, token_mismatch=mismatch)
 
@@ -194,11 +225,12 @@ def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]
     decisive = [c.agrees for c, tie in zip(comparisons, near_tie) if not tie]
     all_abs_dp = np.concatenate([np.abs(c.dp) for c in comparisons])
     score = [c.score_drift for c in comparisons if c.score_drift is not None]
-    return {
+    metrics = {
         "argmax_agreement": sum(agree) / len(agree),
         "argmax_flips": float(len(agree) - sum(agree)),
         # Agreement where the reference decided clearly; flips inside near ties are counted separately.
         "decisive_agreement": sum(decisive) / len(decisive) if decisive else 1.0,
+        "decisive_flips": float(len(decisive) - sum(decisive)),
         "near_tie_flips": float(sum(not c.agrees for c, tie in zip(comparisons, near_tie) if tie)),
         "max_abs_dp": _max([c.max_abs_dp for c in comparisons]),
         "mean_abs_dp": _mean(all_abs_dp),
@@ -208,6 +240,11 @@ def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]
         "act_probability_drift_max": _max([c.act_probability_drift for c in comparisons]),
         "token_identity": sum(c.token_identical for c in comparisons) / len(comparisons),
     }
+    if all(c.max_abs_dlogit is not None for c in comparisons):
+        kl = [c.kl_logits for c in comparisons]
+        metrics.update(max_abs_dlogit=_max([c.max_abs_dlogit for c in comparisons]), kl_logits_max=_max(kl),
+                       kl_logits_mean=_mean(kl))
+    return metrics
 
 
 def label_metrics(reference: Outputs, candidate: Outputs) -> dict[str, float]:

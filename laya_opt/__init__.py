@@ -58,18 +58,19 @@ def apply(runtime, pass_, /, data=None, **settings):
 
 
 def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16", gates=None, repeat: int = 2,
-                 progress=None):
+                 progress=None, gates_file=None):
     """Cast `reference` to `dtype` (stage 0), then apply and gate every pass on `suite` (a name or a Suite).
 
     `passes` holds config objects, PassSpecs or `laya_opt.pipeline.Step`s; `gates` overrides the
-    defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`.
+    defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`; the defaults come from
+    `gates_file` (`standin`, the bundled calibration, when None; `spec`; or a path).
     """
     from .checkpoint import dtype_name
     from .pipeline import GateSet, Pipeline
     from .schema import parse
 
     pipeline = Pipeline(passes, gates=parse(GateSet, gates or {}, "gates"), candidate_dtype=dtype,
-                        reference_dtype=dtype_name(reference.dtype), repeat=repeat)
+                        reference_dtype=dtype_name(reference.dtype), repeat=repeat, gates_file=gates_file)
     return pipeline.run(reference, load_suite(suite) if isinstance(suite, str) else suite, progress=progress)
 
 

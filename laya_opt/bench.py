@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
 import platform
 import sys
 import time
@@ -180,6 +181,8 @@ def environment() -> dict:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor(),
+        # MLX reads its tuning variables (CUDA graph size and cache, ...) once per process: they change timings.
+        "mlx_env": {name: value for name, value in sorted(os.environ.items()) if name.startswith("MLX_")},
     }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from . import __version__, cli_bench, cli_diff, cli_doctor, cli_history, cli_run
+from . import __version__, cli_bench, cli_bisect, cli_calibrate, cli_diff, cli_doctor, cli_history, cli_run
 from .checkpoint import DTYPES, MAX_SEED
 from .cli_errors import ContractGroup
 from .config import ARCHITECTURES
@@ -81,8 +81,9 @@ def main(debug):
     """laya-opt: make the Laya decision model fast without making it wrong.
 
     Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint), run
-    fidelity-gated optimization experiments (run, explain), time them head to head against the upstream
-    runtime (bench, plot), compare and list runs (diff, history) and check the machine (doctor).
+    fidelity-gated optimization experiments (run, explain), measure the noise the gates rest on
+    (calibrate-gates), find why a stack fails (bisect, sensitivity), time stacks head to head against the
+    upstream runtime (bench, plot), compare and list runs (diff, history) and check the machine (doctor).
 
     Exit codes, for every command: 0 success; 2 bad input (one line naming the file, key path, tensor
     or question); 3 a gate failed (run); 1 a pass raised (named) or an unexpected error; 130 interrupted.
@@ -186,7 +187,11 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
 @dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
 def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json):
-    """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes."""
+    """Rank encoder layers by the argmax flips and drift that quantizing each one alone causes.
+
+    This is the ranking `laya-opt bisect` computes for a failing quantize_encoder stage (one function,
+    fidelity/sensitivity.py); bisect goes on to a verified `exclude:` list.
+    """
     from .fidelity.checker import requests_from_suite
     from .fidelity.sensitivity import layer_sensitivity, sensitivity_table
     from .fidelity.suites import load_suite
@@ -209,6 +214,8 @@ main.add_command(cli_bench.plot)
 main.add_command(cli_doctor.doctor)
 main.add_command(cli_history.history)
 main.add_command(cli_diff.diff)
+main.add_command(cli_calibrate.calibrate_gates)
+main.add_command(cli_bisect.bisect)
 
 if __name__ == "__main__":
     sys.exit(main())

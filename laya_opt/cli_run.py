@@ -34,6 +34,30 @@ def explain(experiment_file: str) -> None:
     click.echo(render_plan(experiment))
 
 
+def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...]):
+    """The experiment with the --candidate-dtype and --suite overrides of `run` (and `bisect`) applied."""
+    from .experiment import load_experiment
+    from .resources import suite_path
+
+    experiment = load_experiment(Path(experiment_file))
+    if candidate_dtype:
+        experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
+    if suites:
+        experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
+                                                                  for name in suites))
+    return experiment
+
+
+candidate_dtype_option = click.option(
+    "--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
+    help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
+         "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
+suite_option = click.option(
+    "--suite", "suites", multiple=True,
+    help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
+         "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
+
+
 @click.command("run")
 @click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--allow-failed-gates", is_flag=True,
@@ -43,12 +67,8 @@ def explain(experiment_file: str) -> None:
 @click.option("--requests", type=click.IntRange(min=1), default=None,
               help="Timed requests per workload, runtime and mode (overrides benchmark.requests).")
 @click.option("--no-bench", is_flag=True, help="Gate the stages but skip the benchmark.")
-@click.option("--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
-              help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
-                   "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
-@click.option("--suite", "suites", multiple=True,
-              help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
-                   "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
+@candidate_dtype_option
+@suite_option
 @click.option("--quiet", is_flag=True, help="No progress lines or bars; the stage table is still printed.")
 @click.option("--no-cache", is_flag=True,
               help="Evaluate the reference even if the reference cache holds its outputs (the cache is keyed by "
@@ -59,36 +79,32 @@ def explain(experiment_file: str) -> None:
               help="Where --export-stage writes the checkpoint; it must not exist (exports never overwrite).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the outcome (results dir, exit code, reference cache, stage rows, export) as JSON.")
+@click.option("--bisect", "then_bisect", is_flag=True,
+              help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
         no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool, no_cache: bool,
-        export_stage: str | None, export_dir: str | None, as_json: bool) -> None:
+        export_stage: str | None, export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
 
     The reference outputs come from the reference cache when nothing they depend on changed (the console
     and report.md say "cache hit" or "computed"); every run is appended to the run history
     (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
-    to passing.
+    to passing. With --bisect, a failed gate is followed by a bisection of the stack.
     """
     from rich.markup import escape
 
     from .errors import ExperimentError
-    from .experiment import export_plan, load_experiment
+    from .experiment import export_plan
     from .pipeline import PipelineError
-    from .resources import suite_path
     from .runner import outcome_json, print_outcome, run_experiment
 
-    experiment = load_experiment(Path(experiment_file))
+    experiment = load_for_run(experiment_file, candidate_dtype, suites)
     if (export_stage is None) != (export_dir is None):
         raise ExperimentError("--export-stage and --export-dir go together")
     if export_stage is not None:
         experiment = dataclasses.replace(experiment, export=export_plan(
             export_stage, export_dir, experiment.steps, "--export-stage", "--export-dir"))
     quiet = quiet or as_json
-    if candidate_dtype:
-        experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
-    if suites:
-        experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
-                                                                  for name in suites))
     console = output_console()
     say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {escape(message)}[/]",
                                                                               highlight=False))
@@ -102,6 +118,10 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
         click.echo(json.dumps(outcome_json(outcome), indent=2, ensure_ascii=False))
         sys.exit(outcome.exit_code)
     print_outcome(outcome, console)
+    if then_bisect and outcome.gates_failed:
+        from .bisect import bisect_experiment, print_bisect
+
+        print_bisect(bisect_experiment(experiment, outcome.pipeline, say=say), console)
     if outcome.gates_failed and not allow_failed_gates:
         console.print("[bold red]gates failed[/] (exit 3); --allow-failed-gates waives them", highlight=False)
     elif outcome.export_failed:

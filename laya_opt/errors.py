@@ -40,6 +40,10 @@ class SuiteError(InputError):
     """A malformed suite file; the message starts with `path:line:`."""
 
 
+class PlanError(InputError):
+    """A pass order the pass contracts refuse (a pass replaces a part an earlier pass captured)."""
+
+
 class PassError(LayaError, RuntimeError):
     """A pass raised, or broke its contract (mutated its input, changed a part it did not declare)."""
 

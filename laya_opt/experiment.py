@@ -12,6 +12,8 @@
         config: {}
         on_fail: reject                    # reject: drop and continue from the parent; stop (default): end
         gates: {incremental: ["max_abs_dp <= 1e-3"]}
+    gates_file: standin                    # default gates: a calibration (`laya-opt calibrate-gates`), by bundled
+                                           # name or path; `spec` for the spec's fixed tolerances
     gates:                                 # overrides of fidelity.gates.default_gates for every stage
       incremental: [{metric: argmax_agreement, op: ">=", threshold: 1.0}]
       cumulative: ["max_abs_dp <= 0.05"]
@@ -37,17 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-import yaml
-
 from .bench import BenchConfig
 from .errors import ExperimentError, InputError
+from .fidelity.gates import GatesFile, load_gates_file
 from .fidelity.workloads import WORKLOADS, check_requests_name
-from .jsonio import read_text
 from .passes_api import check_order
 from .pipeline import BASELINE, GateSet, Pipeline, Step
 from .registry import Registry, build_registry
 from .resources import checkpoint_path, suite_path
-from .schema import convert, parse, to_plain
+from .schema import convert, parse, read_yaml, to_plain
 
 DTYPE = Literal["float32", "float16", "bfloat16"]
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -81,6 +81,7 @@ class ExperimentFile:
     suites: tuple[str, ...] = field(default=("heldout",), metadata={"nonempty": True})
     plugins: tuple[str, ...] = ()
     passes: tuple[PassEntry, ...] = ()
+    gates_file: str = field(default="standin", metadata={"nonempty": True})
     gates: GateSet = GateSet()
     benchmark: Mapping[str, Any] | None = None   # workloads + BenchConfig fields
     output_dir: str = "results"
@@ -131,6 +132,7 @@ class Experiment:
     suites: tuple[Path, ...]
     steps: tuple[Step, ...]          # the passes; the pipeline puts the baseline step first
     gates: GateSet
+    gates_file: GatesFile
     plugins: tuple[str, ...]
     benchmark: BenchmarkPlan | None
     output_dir: Path
@@ -139,7 +141,7 @@ class Experiment:
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.steps, gates=self.gates, candidate_dtype=self.candidate_dtype,
-                        reference_dtype=self.reference_dtype)
+                        reference_dtype=self.reference_dtype, gates_file=self.gates_file)
 
     def resolved(self) -> dict:
         """Every setting after defaults, as plain data (for the manifest)."""
@@ -151,6 +153,8 @@ class Experiment:
             "passes": [{"name": step.name, "exact": step.is_exact, "config": to_plain(step.config),
                         "on_fail": step.on_fail, "source": self.registry.sources.get(step.spec.name)}
                        for step in self.steps],
+            "gates_file": {"name": self.gates_file.name, "description": self.gates_file.description,
+                           "source": dict(self.gates_file.source)},
             "gates": {step.name: {"incremental": [str(g) for g in incremental],
                                   "cumulative": [str(g) for g in cumulative]}
                       for step, incremental, cumulative in self.pipeline().plan()},
@@ -214,40 +218,17 @@ def _parse(raw: Any, source: Path | None, extra_passes: tuple) -> Experiment:
         reference_dtype=document.reference_dtype, candidate_dtype=document.candidate_dtype,
         batch_size=document.batch_size,
         suites=tuple(suite_path(value, f"suites[{index}]") for index, value in enumerate(document.suites)),
-        steps=steps, gates=document.gates, plugins=document.plugins,
+        steps=steps, gates=document.gates, gates_file=load_gates_file(document.gates_file), plugins=document.plugins,
         benchmark=None if document.benchmark is None else _benchmark(document.benchmark),
         output_dir=Path(document.output_dir).expanduser(), registry=registry,
         export=None if document.export is None else export_plan(document.export.stage, document.export.path, steps))
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate mapping keys (PyYAML would keep the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml(path: Path) -> Any:
-    text = read_text(path, ExperimentError)
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer beyond Python's 4,300-digit limit
-        raise ExperimentError(f"{path}: invalid YAML ({exc})") from None
-    except RecursionError:
-        raise ExperimentError(f"{path}: invalid YAML (nested too deeply)") from None
 
 
 def load_experiment(path: str | Path, extra_passes: tuple = ()) -> Experiment:
     path = Path(path)
     if not path.is_file():
         raise ExperimentError(f"experiment file {path} does not exist")
-    return parse_experiment(read_yaml(path), path, extra_passes)
+    return parse_experiment(read_yaml(path, ExperimentError), path, extra_passes)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -259,7 +240,11 @@ def _parts(names: frozenset[str]) -> str:
 
 
 def _gates_line(gates: tuple) -> str:
-    return ", ".join(str(gate) + (" (if labelled)" if gate.requires_labels else "") for gate in gates) or "-"
+    def text(gate) -> str:
+        floor = "" if gate.noise_floor is None else f" (noise {gate.noise_floor:.3g})"
+        return str(gate) + floor + (" (if labelled)" if gate.requires_labels else "")
+
+    return ", ".join(text(gate) for gate in gates) or "-"
 
 
 def explain(experiment: Experiment) -> str:
@@ -272,6 +257,8 @@ def explain(experiment: Experiment) -> str:
         f"batch_size {experiment.batch_size}",
         "suites      " + ", ".join(str(path) for path in experiment.suites),
         "plugins     " + (", ".join(experiment.plugins) or "-"),
+        f"gates file  {experiment.gates_file.name}" + (f" ({experiment.gates_file.description})"
+                                                       if experiment.gates_file.description else ""),
         "",
         "stages (incremental = vs previous accepted stage, cumulative = vs the "
         f"{experiment.reference_dtype} reference):",

@@ -25,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from .errors import InputError, PassError
+from .errors import InputError, PassError, PlanError
 from .runtime import Runtime
 from .schema import non_default, parse
 
@@ -87,7 +87,7 @@ def check_order(specs: list[PassSpec]) -> None:
     for spec in specs:
         for part in spec.replaces:
             if part in captured:
-                raise ValueError(f"pass {spec.name!r} replaces the {part} that {captured[part]!r} captured earlier; "
+                raise PlanError(f"pass {spec.name!r} replaces the {part} that {captured[part]!r} captured earlier; "
                                  f"move {captured[part]!r} after {spec.name!r}")
         for part in spec.captures:
             captured.setdefault(part, spec.name)

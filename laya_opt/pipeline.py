@@ -18,8 +18,10 @@ from mlx.utils import tree_flatten
 
 from .checkpoint import dtype_name
 from .errors import InputError, PassError
+from .fidelity.capture_probe import capture_drift
 from .fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
-from .fidelity.gates import Gate, GateResult, check_gates, default_gates
+from .fidelity.gates import Gate, GateResult, GatesFile, check_gates, common_gates, default_gates, load_gates_file
+from .fidelity.kernel_probe import kernel_rounding_error
 from .fidelity.metrics import FidelityReport, compare
 from .fidelity.workloads import named_requests
 from .passes_api import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
@@ -68,17 +70,36 @@ class GateSet:
 
 
 def merge_gates(base: Sequence[Gate], overrides: Sequence[Gate] | None) -> tuple[Gate, ...]:
+    """Overrides replace the gate on the same (metric, op); the measured noise floor of the metric stays shown."""
     if not overrides:
         return tuple(base)
     keyed = {(gate.metric, gate.op): gate for gate in base}
     for gate in overrides:
-        keyed[(gate.metric, gate.op)] = gate
+        replaced = keyed.get((gate.metric, gate.op))
+        keyed[(gate.metric, gate.op)] = dataclasses.replace(
+            gate, noise_floor=replaced.noise_floor if gate.noise_floor is None and replaced else gate.noise_floor,
+            derivation=gate.derivation or "set by the experiment")
     return tuple(keyed.values())
 
 
-def resolve_gates(comparison: str, exact: bool, candidate_dtype: str, *layers: GateSet) -> tuple[Gate, ...]:
-    """Defaults for (exact, dtype, comparison), then each override layer in order (pipeline, then step)."""
-    gates = tuple(default_gates(exact, candidate_dtype, comparison))
+def step_defaults(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile
+                  ) -> tuple[Gate, ...]:
+    """The default gates of a step in one comparison (`fidelity.gates.default_gates`, stage 0 aside)."""
+    if is_cast_baseline(step):
+        # Stage 0 is the cast whose drift the calibration measured. Both of its comparisons are against the
+        # reference, so both get the drift envelope of the candidate dtype: the cumulative bound of an exact stack.
+        envelope = default_gates(True, candidate_dtype, "cumulative", gates_file=gates_file)
+        if comparison == "cumulative":
+            return envelope
+        return merge_gates(common_gates("incremental"), envelope)
+    return default_gates(exact, candidate_dtype, comparison, captures=bool(step.spec.captures),
+                         replaces_kernels="kernels" in step.spec.replaces, gates_file=gates_file)
+
+
+def resolve_gates(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile,
+                  *layers: GateSet) -> tuple[Gate, ...]:
+    """Defaults for the step in this comparison, then each override layer in order (pipeline, then step)."""
+    gates = step_defaults(comparison, step, exact, candidate_dtype, gates_file)
     for layer in layers:
         gates = merge_gates(gates, getattr(layer, comparison))
     return gates
@@ -132,6 +153,15 @@ def as_step(item: Step | PassSpec | tuple | Any) -> Step:
     return Step(spec, config, *rest)
 
 
+def is_cast_baseline(step: Step) -> bool:
+    """Stage 0 casting to another dtype: not exact, yet it keeps the exact chain (its drift is the envelope)."""
+    return step.label == BASELINE and step.spec.name == "cast_dtype" and not step.is_exact
+
+
+def keeps_exact_chain(step: Step) -> bool:
+    return step.is_exact or is_cast_baseline(step)
+
+
 def baseline_step(candidate_dtype: str, reference_dtype: str) -> Step:
     """Stage 0: cast the reference to the candidate dtype; exact only when the dtype stays."""
     spec = get_pass("cast_dtype")
@@ -139,14 +169,18 @@ def baseline_step(candidate_dtype: str, reference_dtype: str) -> Step:
                 exact=candidate_dtype == reference_dtype)
 
 
-def stage_gates(step: Step, chain_exact: bool, candidate_dtype: str, pipeline_gates: GateSet
-                ) -> tuple[tuple[Gate, ...], tuple[Gate, ...]]:
-    """(incremental, cumulative) gates of one step; `chain_exact`: every accepted stage before it was exact.
+def stage_gates(step: Step, chain_exact: bool, candidate_dtype: str, pipeline_gates: GateSet,
+                gates_file: GatesFile | str | None = None) -> tuple[tuple[Gate, ...], tuple[Gate, ...]]:
+    """(incremental, cumulative) gates of one step; `chain_exact`: every accepted stage before it kept the exact
+    chain (was exact, or was the stage-0 cast, whose drift the exact cumulative bound includes).
 
     The one place the exactness chain turns into gates: `Pipeline.run` and `explain` both call it.
+    `gates_file` holds the defaults (None: the bundled stand-in calibration).
     """
-    return (resolve_gates("incremental", step.is_exact, candidate_dtype, pipeline_gates, step.gates),
-            resolve_gates("cumulative", chain_exact and step.is_exact, candidate_dtype, pipeline_gates, step.gates))
+    table = load_gates_file(gates_file)
+    return (resolve_gates("incremental", step, step.is_exact, candidate_dtype, table, pipeline_gates, step.gates),
+            resolve_gates("cumulative", step, chain_exact and keeps_exact_chain(step), candidate_dtype, table,
+                          pipeline_gates, step.gates))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -173,6 +207,16 @@ class StageResult:
     identity: str = ""
     error: str | None = None
     runtime: Runtime | None = field(default=None, compare=False, repr=False)  # kept for accepted stages only
+
+    def __post_init__(self):
+        # A stage is compared with an earlier stage or the reference, never with itself: a comparison whose
+        # two sides are one runtime would pass every gate whatever the pass did.
+        if self.parent is not None and not 0 <= self.parent < self.index:
+            raise ValueError(f"stage {self.index} {self.name}: its parent must be an earlier stage, got {self.parent}")
+        for comparison, report in (("incremental", self.incremental), ("cumulative", self.cumulative)):
+            if report is not None and report.reference_identity == report.candidate_identity:
+                raise ValueError(f"stage {self.index} {self.name}: the {comparison} comparison compares "
+                                 f"{report.candidate_identity} with itself")
 
     @property
     def gate_results(self) -> tuple[GateResult, ...]:
@@ -270,10 +314,12 @@ class Pipeline:
     gates: GateSet = GateSet()
     repeat: int = EVALUATION_REPEAT
     resolve_data: DataResolver = default_resolver
+    gates_file: GatesFile | None = None   # where the default gates come from
 
     def __init__(self, steps: Sequence[Any] = (), gates: GateSet = GateSet(), candidate_dtype: str = "float16",
                  reference_dtype: str = "float32", repeat: int = EVALUATION_REPEAT,
-                 resolve_data: DataResolver = default_resolver):
+                 resolve_data: DataResolver = default_resolver, gates_file: GatesFile | str | None = None):
+        """`gates_file`: a GatesFile, `standin` (None: the bundled calibration), `spec` or a path."""
         steps = tuple(as_step(item) for item in steps)
         if not steps or steps[0].spec.name != "cast_dtype":
             steps = (baseline_step(candidate_dtype, reference_dtype),) + steps
@@ -282,6 +328,7 @@ class Pipeline:
         object.__setattr__(self, "gates", gates)
         object.__setattr__(self, "repeat", repeat)
         object.__setattr__(self, "resolve_data", resolve_data)
+        object.__setattr__(self, "gates_file", load_gates_file(gates_file))
 
     @property
     def candidate_dtype(self) -> str:
@@ -291,8 +338,8 @@ class Pipeline:
         """Every step with its gates, assuming every earlier stage is accepted (what `explain` shows)."""
         rows, chain = [], True
         for step in self.steps:
-            rows.append((step, *stage_gates(step, chain, self.candidate_dtype, self.gates)))
-            chain = chain and step.is_exact
+            rows.append((step, *stage_gates(step, chain, self.candidate_dtype, self.gates, self.gates_file)))
+            chain = chain and keeps_exact_chain(step)
         return rows
 
     def step_data(self, step: Step) -> dict[str, Any]:
@@ -324,7 +371,8 @@ class Pipeline:
         current, current_outputs, current_index, chain = reference, reference_outputs, None, True
         for index, step in enumerate(self.steps):
             say(f"stage {index}: applying {step.name}")
-            child, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs, planned)
+            child, probes, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs,
+                                                 planned, requests)
             say(f"stage {index}: evaluating {step.name}")
             started = time.perf_counter()
             try:
@@ -337,9 +385,12 @@ class Pipeline:
                 continue
             cumulative = compare(reference_outputs, outputs)
             incremental = cumulative if current is reference else compare(current_outputs, outputs)
+            if probes:
+                incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **probes})
             incremental_gates, cumulative_gates = (
                 tuple(check_gates(report.metrics, gates)) for report, gates in
-                zip((incremental, cumulative), stage_gates(step, chain, self.candidate_dtype, self.gates)))
+                zip((incremental, cumulative), stage_gates(step, chain, self.candidate_dtype, self.gates,
+                                                           self.gates_file)))
             ok = all(result.passed for result in incremental_gates + cumulative_gates)
             verdict: Verdict = "accepted" if ok else ("rejected" if step.on_fail == "reject" else "stopped")
             stages.append(StageResult(
@@ -352,7 +403,8 @@ class Pipeline:
             say(f"stage {index} {step.name}: {verdict} in {apply_s + stages[-1].evaluate_s:.1f} s "
                 f"(apply {apply_s:.1f} s, evaluate {stages[-1].evaluate_s:.1f} s)")
             if ok:
-                current, current_outputs, current_index, chain = child, outputs, index, chain and step.is_exact
+                current, current_outputs, current_index = child, outputs, index
+                chain = chain and keeps_exact_chain(step)
             elif verdict == "stopped":
                 break
         changed = fingerprint_changes(reference_print, runtime_fingerprint(reference))
@@ -376,11 +428,24 @@ class Pipeline:
                            report={}, apply_s=0.0, evaluate_s=evaluate_s, parent=parent_index, error=message)
 
     def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int | None, stages: list,
-               reference_outputs: Outputs, planned: tuple[str, ...]) -> tuple[Runtime, float]:
-        """Apply one step; raising or breaking the contract becomes an `error` stage and a PipelineError."""
+               reference_outputs: Outputs, planned: tuple[str, ...], requests: tuple[EvalRequest, ...]
+               ) -> tuple[Runtime, dict[str, float], float]:
+        """Apply one step and run its probes: (runtime, probe metrics, seconds spent applying).
+
+        Probes: what a capturing pass captured (fidelity.capture_probe), the kernels an exact pass replaced
+        (fidelity.kernel_probe). Raising or breaking the contract (in the pass or a probe) becomes an `error`
+        stage and a PipelineError.
+        """
         started = time.perf_counter()
         try:
-            return apply_pass(step.spec, parent, step.config, self.step_data(step)), time.perf_counter() - started
+            data = self.step_data(step)
+            child = apply_pass(step.spec, parent, step.config, data)
+            apply_s = time.perf_counter() - started
+            # Kernels are probed in half precision, where one rounding is a meaningful bound (see the gate).
+            kernels = step.is_exact and parent.dtype != mx.float32
+            probes = {"capture_max_abs_dlogit": capture_drift(step.spec, step.config, data, parent, requests),
+                      "kernel_rounding_error": kernel_rounding_error(parent, child, requests) if kernels else None}
+            return child, {name: value for name, value in probes.items() if value is not None}, apply_s
         except Exception as exc:  # the pass's own failure: reported as a stage, then the run ends
             problem = str(exc) if isinstance(exc, PassError) else f"raised {type(exc).__name__}: {exc}"
             cause = exc

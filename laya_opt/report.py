@@ -66,6 +66,7 @@ def gate_rows(stage: StageResult, allow_failed_gates: bool) -> list[dict]:
                 "WAIVED" if allow_failed_gates else "FAIL"
             rows.append({"comparison": comparison, "gate": str(result.gate), "metric": result.gate.metric,
                          "op": result.gate.op, "threshold": result.gate.threshold, "measured": result.measured,
+                         "noise_floor": result.gate.noise_floor, "derivation": result.gate.derivation,
                          "status": status, "message": result.message})
     return rows
 
@@ -345,10 +346,20 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
-    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g), g["status"]]
+    gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g),
+                   NO_VALUE if g.get("noise_floor") is None else f"{_number(g['noise_floor']):.3g}", g["status"]]
                   for r in records for g in r["gates"]]
-    lines += ["## Gates", "", markdown_table(["stage", "comparison", "gate", "measured", "result"], gate_cells,
-                                             "lllrl"), ""]
+    gates_file = resolved.get("gates_file") or {}
+    lines += ["## Gates", "",
+              f"Default gates from `{gates_file.get('name', '?')}`"
+              + (f" ({gates_file['description']})" if gates_file.get("description") else "")
+              + "; noise floor = the measured noise (same dtype) or cast drift (vs the reference) the threshold "
+                "rests on.", "",
+              markdown_table(["stage", "comparison", "gate", "measured", "noise floor", "result"], gate_cells,
+                             "lllrrl"), "", "Derivations:", ""]
+    derivations = dict.fromkeys(f"- `{g['gate']}`: {g['derivation']}" for r in records for g in r["gates"]
+                                if g.get("derivation"))
+    lines += list(derivations) + [""]
     errors = [r for r in records if r["error"]]
     if errors:
         lines += ["## Errors", ""] + [f"- stage {r['index']} {r['stage']}: {r['error']}" for r in errors] + [""]

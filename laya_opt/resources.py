@@ -1,11 +1,12 @@
 """Where bundled files live, and how names and relative paths resolve (one place for both).
 
-The stand-in checkpoint, the project tokenizer and the labelled suites ship as package data
-(`laya_opt.checkpoints`, `laya_opt.fidelity/suites`), so a wheel install works from any directory.
-Rules: the checkpoint name `standin` means the bundled stand-in; a suite given by bare name
-(`heldout`, `smoke`) is a bundled suite; anything else is a path, and relative paths resolve from
-the current working directory. Per-user state (the reference cache, the run history) lives in the
-platform's cache and data directories, overridable by `LAYA_OPT_CACHE_DIR` / `LAYA_OPT_DATA_DIR`.
+The stand-in checkpoint, the project tokenizer, the labelled suites and the gates files ship as package
+data (`laya_opt.checkpoints`, `laya_opt.fidelity/suites`, `laya_opt.fidelity/gates`), so a wheel install
+works from any directory. Rules: the checkpoint name `standin` means the bundled stand-in; a suite or
+gates file given by bare name (`heldout`, `standin`) is a bundled one; anything else is a path, and
+relative paths resolve from the current working directory. Per-user state (the reference cache, the run
+history) lives in the platform's cache and data directories, overridable by `LAYA_OPT_CACHE_DIR` /
+`LAYA_OPT_DATA_DIR`.
 """
 from __future__ import annotations
 
@@ -38,6 +39,22 @@ def suites_dir() -> Path:
 
 def suite_names() -> list[str]:
     return sorted(path.stem for path in suites_dir().glob("*.jsonl"))
+
+
+def gates_dir() -> Path:
+    return _package_dir("laya_opt.fidelity") / "gates"
+
+
+def gates_file_path(value: str | Path, what: str = "gates_file") -> Path:
+    """A bundled gates file by name (`standin`), or a .yaml/.json path; a missing one names the bundled ones."""
+    text = str(value)
+    bundled = "/" not in text and not text.endswith((".yaml", ".yml", ".json"))
+    path = gates_dir() / f"{text}.yaml" if bundled else Path(text).expanduser()
+    if not path.is_file():
+        names = sorted(item.stem for item in gates_dir().glob("*.yaml"))
+        raise InputError(f"{what}: gates file {text!r} not found ({path}); bundled: {', '.join(names) or 'none'}, "
+                         "or `spec` for the spec's tolerances")
+    return path
 
 
 def checkpoint_path(value: str | Path | None) -> Path:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 
 from .bench import BenchConfig, BenchResult, benchmark, environment, prepared_digest, tail_warning
-from .checkpoint import CheckpointFiles, file_sha256, inspect_checkpoint, load_checkpoint
+from .checkpoint import CheckpointFiles, dtype_name, file_sha256, inspect_checkpoint, load_checkpoint
 from .console import print_table
 from .errors import ExperimentError, InputError
 from .experiment import Experiment, check_export_free
@@ -149,6 +149,14 @@ def precheck_steps(experiment: Experiment, model) -> None:
                         ExperimentError)
 
 
+def load_reference(experiment: Experiment, inputs: RunInputs) -> Runtime:
+    """The experiment's reference runtime from the inspected checkpoint, refused if not in the declared dtype."""
+    reference = runtime_from_checkpoint(load_checkpoint(inputs.checkpoint, experiment.reference_dtype),
+                                        experiment.batch_size)
+    check_reference(reference, experiment.reference_dtype)
+    return reference
+
+
 def preflight(experiment: Experiment, bench: bool = True, requests: int | None = None,
               output_dir: str | Path | None = None) -> RunInputs:
     """Every check a run makes before it reads a weight: what `explain` runs, and `run` first."""
@@ -176,8 +184,9 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
     return {
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
         "checkpoint": {"path": str(inputs.checkpoint_dir), "sha256": facts.weights_sha256},
-        "reference": {"identity": reference.identity, "dtype": experiment.reference_dtype,
-                      "cache": facts.reference_cache.to_json()},
+        # The dtype the reference's weights are in (Pipeline.run refused it if that is not the declared one).
+        "reference": {"identity": reference.identity, "dtype": dtype_name(reference.dtype),
+                      "declared_dtype": experiment.reference_dtype, "cache": facts.reference_cache.to_json()},
         "suites": [{"name": s.name, "version": s.version, "path": str(s.path), "sha256": s.sha256,
                     "records": len(s.records)} for s in inputs.suites],
         "token_sha256": facts.token_sha256,
@@ -254,9 +263,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     track = bar_tracker() if show_progress else silent
     say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
         f"{experiment.reference_dtype} (reference)")
-    reference = runtime_from_checkpoint(load_checkpoint(inputs.checkpoint, experiment.reference_dtype),
-                                        experiment.batch_size)
-    check_reference(reference, experiment.reference_dtype)
+    reference = load_reference(experiment, inputs)
     measured = {"weights_sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors"),
                 "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
                 "platform": environment()}

@@ -38,8 +38,9 @@ TINY_AGENT = {
 
 
 def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None, seed: int = 7,
-                          dtype: str = "float32", layout: str = "upstream"):
-    """Write the spec §14 tiny random checkpoint (overridable) and return its path."""
+                          dtype: str = "float32", layout: str = "upstream", edit_model=None):
+    """Write the spec §14 tiny random checkpoint (overridable; `edit_model(model)` changes weights) and return
+    its path."""
     import json
     import tempfile
     from pathlib import Path
@@ -52,6 +53,8 @@ def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None,
     encoder = parse_encoder_config(encoder_raw)
     agent = parse_agent_config(agent_raw, encoder)
     model = build_random_model(encoder, agent, seed=seed, dtype=parse_dtype(dtype))
+    if edit_model is not None:
+        edit_model(model)
     with tempfile.TemporaryDirectory() as tmp:
         tok_dir = Path(tmp) / "tokenizer"
         tok_dir.mkdir()

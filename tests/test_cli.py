@@ -28,7 +28,8 @@ def invoke(*args):
 
 def test_help_lists_every_command():
     result = invoke("--help")
-    for command in ("predict", "inspect-prompt", "make-checkpoint", "run", "explain"):
+    for command in ("predict", "inspect-prompt", "make-checkpoint", "run", "explain", "calibrate-gates", "bisect",
+                    "sensitivity"):
         assert command in result.output
 
 

@@ -9,6 +9,7 @@ import yaml
 
 import laya_opt.checkpoint
 from laya_opt.experiment import ExperimentError, explain, load_experiment, parse_experiment
+from laya_opt.fidelity.gates import load_gates_file
 from laya_opt.registry import UnknownPass, build_registry, get_pass
 from fake_passes import CAPTURE, NOISY, REPLACE_MODEL, write_tiny_suite
 
@@ -48,7 +49,10 @@ def test_a_valid_document_resolves_defaults(suite_path):
     assert experiment.output_dir == Path("results")  # relative paths resolve from the working directory
     resolved = experiment.resolved()
     assert resolved["passes"][0]["config"] == {"scale": 0.5, "seed": 0}
-    assert "max_abs_dp <= 0.25" in resolved["gates"]["baseline"]["cumulative"]
+    baseline = experiment.pipeline().plan()[0][2]  # stage 0's cumulative gates: the bundled calibration's
+    assert baseline == load_gates_file("standin").for_dtype("float16").exact_cumulative
+    assert [str(gate) for gate in baseline] == resolved["gates"]["baseline"]["cumulative"]
+    assert resolved["gates_file"]["name"] == "standin"
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -73,6 +77,8 @@ def test_a_valid_document_resolves_defaults(suite_path):
     ({"gates": {"cumulative": [{"metric": "max_abs_dp", "op": "<", "threshold": 1}]}},
      r"gates\.cumulative\[0\]\.op: '<' is not one of"),
     ({"gates": {"final": []}}, r"gates: unknown key\(s\) final; known: incremental, cumulative"),
+    ({"gates_file": "nosuch"}, r"gates_file: gates file 'nosuch' not found .*bundled: standin, or `spec`"),
+    ({"gates_file": ""}, r"gates_file: must not be empty"),
     ({"plugins": ["no_such_module_for_laya"]}, r"plugins\[0\]: plugin module 'no_such_module_for_laya' not found"),
     ({"benchmark": {"requests": 5}}, r"benchmark\.workloads: missing"),
     ({"benchmark": {"workloads": ["short-1"], "requests": 2, "blocks": 4}},
@@ -178,3 +184,6 @@ def test_every_shipped_experiment_loads_and_explains(path):
     text = explain(experiment)
     assert experiment.checkpoint.is_dir() and "[missing" not in text
     assert f"experiment  {experiment.name}" in text and "0. baseline  cast_dtype to" in text
+    # Every shipped experiment gates on the committed calibration, and says so.
+    assert experiment.gates_file is load_gates_file("standin") and "gates file  standin" in text
+    assert "(noise " in text

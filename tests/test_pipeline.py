@@ -78,12 +78,15 @@ def test_reordered_tokens_fail_token_identity(reference):
 
 
 def test_gate_overrides_replace_the_default_on_the_same_metric(reference):
-    lax = GateSet(incremental=(Gate("max_abs_dp", "<=", 1.0), Gate("argmax_agreement", ">=", 0.0)),
-                  cumulative=(Gate("max_abs_dp", "<=", 1.0), Gate("argmax_agreement", ">=", 0.0),
-                              Gate("accuracy_delta", ">=", -1.0, requires_labels=True)))
+    drift = (Gate("max_abs_dp", "<=", 1.0), Gate("max_abs_dlogit", "<=", 100.0), Gate("kl_logits_max", "<=", 10.0),
+             Gate("argmax_flips", "<=", 10.0))
+    lax = GateSet(incremental=drift, cumulative=drift + (Gate("accuracy_delta", ">=", -1.0, requires_labels=True),))
     result = run([Step(NOISY, NoiseConfig(), "stop", lax)], reference)
     assert result.stages[1].verdict == "accepted"
     assert sum(r.gate.metric == "max_abs_dp" for r in result.stages[1].incremental_gates) == 1
+    replaced = next(r.gate for r in result.stages[1].incremental_gates if r.gate.metric == "max_abs_dp")
+    # The override says where it came from, and the measured noise floor of the metric is still shown.
+    assert replaced.derivation == "set by the experiment" and replaced.noise_floor is not None
     merged = merge_gates((Gate("finite", "==", 1.0), Gate("max_abs_dp", "<=", 1e-4)), (Gate("max_abs_dp", "<=", 0.5),))
     assert merged == (Gate("finite", "==", 1.0), Gate("max_abs_dp", "<=", 0.5))
     assert GateSet(cumulative=["max_abs_dp <= 0.5"]).cumulative == (Gate("max_abs_dp", "<=", 0.5),)
@@ -162,3 +165,16 @@ def test_a_stage_whose_runtime_raises_while_answering_fails_and_the_run_goes_on(
     assert result.stages[2].parent == 0
     stopped = run([(BROKEN, {}, "stop"), (NOTE, {}, "stop")], reference)
     assert [s.verdict for s in stopped.stages] == ["accepted", "stopped"]
+
+
+def test_the_default_gates_come_from_the_gates_file_the_pipeline_is_given(reference, tmp_path):
+    import laya_opt as lo
+    from laya_opt.fidelity.gates import load_gates_file
+
+    suite = lo.load_suite(str(write_tiny_suite(tmp_path / "tiny.jsonl", records=1)))
+    for name in ("spec", "standin"):
+        result = lo.run_pipeline(reference, [(NOTE, {})], suite=suite, dtype="float32", gates_file=name)
+        note = result.stages[1]
+        assert [r.gate for r in note.incremental_gates] == \
+            list(load_gates_file(name).gates["float32"].exact_incremental)
+    assert Pipeline([], gates_file="spec").gates_file is load_gates_file("spec")

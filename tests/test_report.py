@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import datetime, timezone
 
@@ -12,6 +11,8 @@ from click.testing import CliRunner
 
 from laya_opt.checkpoint import file_sha256
 from laya_opt.cli import main
+from laya_opt.errors import InputError
+from laya_opt.fidelity.gates import load_gates_file
 from laya_opt.experiment import load_experiment
 from laya_opt.pipeline import PipelineError
 from laya_opt.plots import available as plots_available
@@ -96,6 +97,33 @@ def test_report_md_is_rendered_from_the_written_records_alone(write_experiment):
     assert render_report(loaded.manifest, loaded.stages, loaded.timings) == \
         (outcome.results_dir / "report.md").read_text()
     assert "| 1 noisy_scorer | exact |" in (outcome.results_dir / "report.md").read_text()
+
+
+def test_the_report_shows_the_noise_floor_and_derivation_of_each_gate(write_experiment):
+    outcome = run_experiment(load_experiment(write_experiment([{"name": "note"}])), bench=False, now=NOW)
+    record = load_results(outcome.results_dir).stages[1]
+    bound = next(g for g in record["gates"] if g["metric"] == "max_abs_dp" and g["comparison"] == "incremental")
+    calibrated = next(g for g in load_gates_file("standin").gates["float32"].exact_incremental
+                      if g.metric == "max_abs_dp")
+    assert (bound["threshold"], bound["noise_floor"], bound["derivation"]) == \
+        (calibrated.threshold, calibrated.noise_floor, calibrated.derivation)
+    report = (outcome.results_dir / "report.md").read_text()
+    assert "| stage | comparison | gate | measured | noise floor | result |" in report
+    assert f"| 1 note | incremental | {calibrated} | 0 | {calibrated.noise_floor:.3g} | pass |" in report
+    assert f"- `{calibrated}`: {calibrated.derivation}" in report and "Default gates from `standin`" in report
+    # The manifest records the dtype the reference's weights are actually in.
+    reference = load_results(outcome.results_dir).manifest["reference"]
+    assert (reference["dtype"], reference["declared_dtype"]) == ("float32", "float32")
+
+
+def test_a_reference_loaded_in_another_dtype_than_declared_stops_the_run(write_experiment, monkeypatch):
+    import laya_opt.runner
+
+    real = laya_opt.runner.load_checkpoint
+    # The audit's bug: the FP32 reference silently loaded in FP16, while every label said float32.
+    monkeypatch.setattr(laya_opt.runner, "load_checkpoint", lambda files, dtype: real(files, "float16"))
+    with pytest.raises(InputError, match="the reference runtime is float16, but the run declares a float32"):
+        run_experiment(load_experiment(write_experiment([{"name": "note"}])), bench=False, now=NOW)
 
 
 def test_load_results_names_a_missing_file(tmp_path):

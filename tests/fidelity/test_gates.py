@@ -6,11 +6,16 @@ import math
 import pytest
 import yaml
 
-from laya_opt.fidelity.gates import (Gate, GateResult, check_gates, default_gates, parse_gate, parse_gates)
+from gate_fixtures import measured
+
+from laya_opt.errors import InputError, SchemaError
+from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
+from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
+                                     dump_gates_file, load_gates_file, parse_gate, parse_gates)
 
 PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
-           "decisive_agreement": 1.0,
-           "max_abs_dp": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
+           "argmax_flips": 0.0, "decisive_agreement": 1.0, "decisive_flips": 0.0, "max_abs_dp": 0.0,
+           "max_abs_dlogit": 0.0, "kl_logits_max": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
 
 def all_passed(results) -> bool:
     return all(result.passed for result in results)
@@ -127,45 +132,71 @@ def test_label_gates_skip_only_when_there_are_no_labels():
 # Defaults
 
 
-def _table(gates):
-    return {(g.metric, g.op): g.threshold for g in gates}
+SYNTHETIC = derive_gates(measured(), "synthetic")
 
 
-def test_default_incremental_exact():
-    fp32 = _table(default_gates(True, "float32", "incremental"))
-    assert fp32 == {("finite", "=="): 1.0, ("deterministic", "=="): 1.0, ("token_identity", "=="): 1.0,
-                    ("argmax_agreement", ">="): 1.0, ("max_abs_dp", "<="): 2e-4}
-    fp16, bf16 = (_table(default_gates(True, name, "incremental")) for name in ("float16", "bfloat16"))
-    assert fp16[("max_abs_dp", "<=")] == 2e-2 and bf16[("max_abs_dp", "<=")] == 6e-2
-    assert fp16[("decisive_agreement", ">=")] == bf16[("decisive_agreement", ">=")] == 0.99
-    assert ("argmax_agreement", ">=") not in fp16  # half precision: near-tie flips are not decisions
+def _bound(gates, metric="max_abs_dp"):
+    return next(gate.threshold for gate in gates if gate.metric == metric and gate.op == "<=")
 
 
-def test_default_incremental_approximate():
-    gates = default_gates(False, "float16", "incremental")
-    assert _table(gates) == {("finite", "=="): 1.0, ("deterministic", "=="): 1.0, ("token_identity", "=="): 1.0,
-                             ("decisive_agreement", ">="): 0.95, ("accuracy_delta", ">="): -0.02}
-    assert [g.metric for g in gates if g.requires_labels] == ["accuracy_delta"]
+def test_each_comparison_gets_its_list_of_the_gates_file():
+    for dtype in ("float32", "float16", "bfloat16"):
+        table = SYNTHETIC.gates[dtype]
+        assert default_gates(True, dtype, "incremental", gates_file=SYNTHETIC) == table.exact_incremental
+        assert default_gates(False, dtype, "incremental", gates_file=SYNTHETIC) == table.approximate_incremental
+        assert default_gates(True, dtype, "cumulative", gates_file=SYNTHETIC) == table.exact_cumulative
+        assert default_gates(False, dtype, "cumulative", gates_file=SYNTHETIC) == table.approximate_cumulative
+    # The lists differ where the measurements do: a float16 exact pass is bounded by float16 noise,
+    # an approximate one by the float16 drift allowance.
+    assert _bound(default_gates(True, "float16", "incremental", gates_file=SYNTHETIC)) < \
+        _bound(default_gates(False, "float16", "incremental", gates_file=SYNTHETIC))
 
 
-def test_default_cumulative():
-    loose = _table(default_gates(False, "float32", "cumulative"))
-    assert loose == {("finite", "=="): 1.0, ("token_identity", "=="): 1.0, ("decisive_agreement", ">="): 0.95,
-                     ("max_abs_dp", "<="): 0.25, ("accuracy_delta", ">="): -0.02}
-    assert _table(default_gates(True, "float16", "cumulative")) == loose
-    strict = _table(default_gates(True, "float32", "cumulative"))
-    assert strict[("argmax_agreement", ">=")] == 1.0 and strict[("max_abs_dp", "<=")] == 2e-4
-    assert ("deterministic", "==") not in strict
+def test_a_capturing_pass_gets_a_capture_gate_as_tight_as_its_own_bound():
+    gates = default_gates(True, "float32", "incremental", captures=True, gates_file=SYNTHETIC)
+    capture = gates[-1]
+    assert capture.metric == "capture_max_abs_dlogit" and capture.threshold == _bound(gates[:-1], "max_abs_dlogit")
+    assert "capture_probe" in capture.derivation
+    cumulative = default_gates(True, "float32", "cumulative", captures=True, gates_file=SYNTHETIC)
+    assert "capture_max_abs_dlogit" not in {g.metric for g in cumulative}
+
+
+def test_the_defaults_are_the_bundled_calibration_and_every_gate_says_why():
+    bundled = load_gates_file("standin")
+    assert load_gates_file(None) is bundled and set(bundled.gates) == {"float32", "float16", "bfloat16"}
+    assert bundled.source["checkpoint"] == "standin" and bundled.measured["suites"]
+    for dtype in bundled.gates:
+        for exact in (True, False):
+            for comparison in ("incremental", "cumulative"):
+                gates = default_gates(exact, dtype, comparison)
+                assert gates == default_gates(exact, dtype, comparison, gates_file=bundled)
+                assert all(gate.derivation for gate in gates)
+                assert all(gate.noise_floor is not None for gate in gates if gate.metric in CALIBRATED_METRICS)
+                assert {"finite", "token_identity", "max_abs_dp", "max_abs_dlogit", "kl_logits_max"} <= \
+                    {gate.metric for gate in gates}
+
+
+def test_the_spec_fallback_holds_the_spec_tolerances():
+    spec = load_gates_file("spec")
+    for dtype, tolerance in SPEC_MAX_ABS_DP_EXACT.items():
+        assert _bound(default_gates(True, dtype, "incremental", gates_file=spec)) == tolerance
+        assert _bound(default_gates(False, dtype, "incremental", gates_file="spec")) == 0.02
+        assert all("not calibrated" in g.derivation for g in default_gates(True, dtype, "cumulative", gates_file=spec)
+                   if g.metric == "max_abs_dp")
+    with pytest.raises(InputError, match=r"gates_file: gates file 'nosuch' not found .*bundled: standin"):
+        load_gates_file("nosuch")
 
 
 def test_defaults_apply_to_metrics():
-    assert all_passed(check_gates(PASSING, default_gates(True, "float32", "incremental")))
+    assert all_passed(check_gates(PASSING, default_gates(True, "float32", "incremental", gates_file=SYNTHETIC)))
     unlabelled = {key: value for key, value in PASSING.items() if key != "accuracy_delta"} | {"labelled": 0.0}
-    results = check_gates(unlabelled, default_gates(False, "float32", "cumulative"))
+    results = check_gates(unlabelled, default_gates(False, "float32", "cumulative", gates_file=SYNTHETIC))
     assert all_passed(results) and [r.gate.metric for r in results if r.skipped] == ["accuracy_delta"]
-    drifted = dict(PASSING, max_abs_dp=0.01, argmax_agreement=0.99)
-    assert not all_passed(check_gates(drifted, default_gates(True, "float32", "incremental")))
-    assert all_passed(check_gates(drifted, default_gates(True, "float16", "incremental")))
+    drifted = dict(PASSING, max_abs_dp=0.01)
+    assert not all_passed(check_gates(drifted, default_gates(True, "float32", "incremental", gates_file=SYNTHETIC)))
+    assert all_passed(check_gates(drifted, default_gates(False, "float32", "incremental", gates_file=SYNTHETIC)))
+    flipped = dict(PASSING, decisive_flips=1.0)
+    assert not all_passed(check_gates(flipped, default_gates(False, "float16", "cumulative", gates_file=SYNTHETIC)))
 
 
 def test_default_gates_reject_unknown_settings():
@@ -173,3 +204,17 @@ def test_default_gates_reject_unknown_settings():
         default_gates(True, "fp16", "incremental")
     with pytest.raises(ValueError, match="comparison 'previous'"):
         default_gates(True, "float32", "previous")
+
+
+def test_a_gates_file_by_path_is_read_through_the_schema_and_errors_name_file_and_key(tmp_path):
+    good = tmp_path / "mine.yaml"
+    good.write_text(dump_gates_file(SYNTHETIC))
+    assert load_gates_file(str(good)).gates["float16"].exact_cumulative == SYNTHETIC.gates["float16"].exact_cumulative
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("op: <=, threshold:", "op: <, threshold:", 1))
+    with pytest.raises(SchemaError, match=r"bad.yaml: gates.float32.exact_incremental\[3\].op: '<' is not one of"):
+        load_gates_file(str(bad))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("name: x\ngates: {float8: {}}\n")
+    with pytest.raises(SchemaError, match="unknown.yaml: gates.float8"):
+        load_gates_file(str(unknown))

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laya_opt.fidelity.checker import Outputs, question_output
-from laya_opt.fidelity.metrics import METRIC_NAMES, accuracy, accuracy_table, compare, ece, js_divergence
+from laya_opt.fidelity.metrics import (METRIC_NAMES, accuracy, accuracy_table, compare, ece, js_divergence,
+                                       logit_drift)
 from laya_opt.runtime import ModelInput
 
 LN2 = math.log(2)
@@ -242,3 +243,48 @@ def test_accuracy_table_breaks_down_by_each_field():
     assert table[("type", "noul")].mean_confidence == pytest.approx(0.55)
     with pytest.raises(ValueError, match="no labelled questions"):
         accuracy_table(make_outputs([make_question("r/a", "choice", [0.5, 0.5])], identity="unl"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Logit-level drift
+
+
+def with_logits(question, logits):
+    return dataclasses.replace(question, logits=np.asarray(logits, dtype=np.float32))
+
+
+def test_logit_drift_ignores_a_shared_shift_and_sees_what_saturation_hides():
+    assert logit_drift(np.array([1.0, 2.0, 3.0]), np.array([11.0, 12.0, 13.0])) == (0.0, 0.0)
+    # Both sides answer option 0 with p = 1.00 to many places; the logits still moved by 4.
+    saturated_ref, saturated_cand = np.array([60.0, 0.0]), np.array([56.0, 0.0])
+    max_abs, kl = logit_drift(saturated_ref, saturated_cand)
+    assert max_abs == 2.0  # the change minus the shift shared by both options: (-4, 0) - (-2)
+    assert 0.0 <= kl < 1e-20
+    # KL(p || q) on softmax of the logits, in nats: p = (e/(1+e), 1/(1+e)), q = (1/2, 1/2)
+    p1 = math.e / (1 + math.e)
+    expected = p1 * math.log(p1 / 0.5) + (1 - p1) * math.log((1 - p1) / 0.5)
+    assert logit_drift(np.array([1.0, 0.0]), np.array([0.0, 0.0]))[1] == pytest.approx(expected, rel=1e-12)
+    assert logit_drift(np.array([3.0]), np.array([-2.0])) == (0.0, 0.0)  # one option: nothing to decide
+    assert all(math.isnan(value) for value in logit_drift(np.array([np.nan, 1.0]), np.array([0.0, 1.0])))
+    with pytest.raises(ValueError, match="equal non-empty"):
+        logit_drift(np.array([1.0, 2.0]), np.array([1.0]))
+
+
+def test_compare_reports_logit_metrics_only_when_both_sides_have_logits():
+    logits = [[2.0, 0.5, -1.0], [0.0, 1.0, 3.0], [-1.0, 1.0], [0.0, 0.0]]
+    reference = make_outputs([with_logits(q, row) for q, row in zip(REFERENCE.questions, logits)])
+    moved = [[2.0, 0.5, -1.0], [0.5, 1.0, 2.25], [-1.0, 1.0], [0.0, 0.0]]
+    candidate = make_outputs([with_logits(q, row) for q, row in zip(CANDIDATE.questions, moved)], identity="cand")
+    metrics = compare(reference, candidate).metrics
+    assert {"max_abs_dlogit", "kl_logits_max", "kl_logits_mean"} <= set(metrics) <= METRIC_NAMES
+    # r/b moved by (0.5, 0, -0.75): minus the mean shift -1/12 the largest is |-0.75 + 1/12| = 2/3.
+    assert metrics["max_abs_dlogit"] == pytest.approx(2 / 3)
+    kl_b = logit_drift(np.array(logits[1]), np.array(moved[1]))[1]
+    assert metrics["kl_logits_max"] == pytest.approx(kl_b) and metrics["kl_logits_mean"] == pytest.approx(kl_b / 4)
+    assert "max_abs_dlogit" not in compare(REFERENCE, CANDIDATE).metrics  # hand-made outputs without logits
+
+
+def test_decisive_flips_count_the_flips_outside_near_ties():
+    metrics = compare(REFERENCE, CANDIDATE).metrics
+    assert metrics["decisive_flips"] == 1.0 and metrics["near_tie_flips"] == 0.0  # the noul gap was 0.10
+    assert compare(REFERENCE, REFERENCE).metrics["decisive_flips"] == 0.0

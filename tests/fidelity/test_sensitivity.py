@@ -6,7 +6,8 @@ import laya_opt as lo
 from conftest import write_tiny_checkpoint
 from laya_opt.decode import answer_probabilities
 from laya_opt.fidelity.checker import EvalRequest
-from laya_opt.fidelity.sensitivity import layer_sensitivity, sensitivity_table
+from laya_opt.fidelity.sensitivity import layer_sensitivity, sensitivity_table, unit_sensitivity
+from laya_opt.registry import get_pass
 from laya_opt.runtime import load_runtime
 
 REQUESTS = (
@@ -57,3 +58,16 @@ def test_linear_sensitivity_and_bad_arguments(runtime):
         layer_sensitivity(runtime, REQUESTS, unit="block")
     with pytest.raises(ValueError, match="at least one request"):
         layer_sensitivity(runtime, (), group_size=32)
+
+
+def test_with_bounds_units_rank_by_their_worst_ratio_to_the_bound(runtime):
+    spec = get_pass("quantize_encoder")
+    bounds = {"max_abs_dp": 1.0, "max_abs_dlogit": 1e-6}  # the logit bound binds: it decides the order
+    rows = unit_sensitivity(runtime, REQUESTS, spec, spec.make_config({"bits": 2, "group_size": 32}), bounds=bounds)
+    for row in rows:
+        assert row["gate_ratio"] == pytest.approx(max(row["max_abs_dp"] / 1.0, row["max_abs_dlogit"] / 1e-6))
+    keys = [(-row["argmax_flips"], -row["gate_ratio"]) for row in rows]
+    assert keys == sorted(keys) and sensitivity_table(rows)["columns"][-1] == "worst gate ratio"
+    excluded = unit_sensitivity(runtime, REQUESTS, spec, spec.make_config(
+        {"bits": 2, "group_size": 32, "exclude": ["encoder.layers.1"]}))
+    assert [row["unit"] for row in excluded if row["unit"] == "encoder.layers.1"] == []

@@ -8,7 +8,9 @@ from fake_passes import write_suite_file
 from hypothesis import given, settings, strategies as st
 
 import laya_opt as lo
+from laya_opt.fidelity.capture_probe import capture_drift
 from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.gates import check_gates, default_gates
 from laya_opt.fidelity.metrics import compare
 from laya_opt.fidelity.suites import QuestionTag, SuiteRecord
 from laya_opt.passes_api import check_order
@@ -243,3 +245,39 @@ def test_batch_and_slot_buckets_pad_rows_and_slots_without_changing_answers(runt
     assert stats["bucket_padding_tokens"] > 0
     with pytest.raises(ValueError, match="batch_buckets must be strictly increasing"):
         CompileBucketsConfig(batch_buckets=(4, 2))
+
+
+# ----------------------------------------------------------------------------- compile on top of other passes
+
+EARLIER = {"length_sorted_batching": {"max_questions": 3, "token_budget": 256}, "head_prune_final": {},
+           "local_window_attention": {"block_size": 8, "min_length": 0}}
+COMBINATIONS = [combo for count in range(len(EARLIER) + 1) for combo in itertools.combinations(EARLIER, count)]
+
+
+def stacked(runtime, names):
+    for name in names:
+        runtime = lo.apply(runtime, name, **EARLIER[name])
+    return runtime
+
+
+def compiled_stack_verdict(runtime, names, dtype, requests=REQUESTS):
+    stack = stacked(runtime, names)
+    config = CompileBucketsConfig(multiple=16)
+    compiled = lo.apply(stack, config)
+    report = compare(evaluate(stack, requests), evaluate(compiled, requests, repeat=2))
+    metrics = dict(report.metrics, capture_max_abs_dlogit=capture_drift(PASS, config, {}, stack, requests))
+    gates = default_gates(True, dtype, "incremental", captures=True)
+    return [result for result in check_gates(metrics, gates) if not result.passed]
+
+
+@pytest.mark.parametrize("names", COMBINATIONS, ids=lambda names: "+".join(names) or "alone")
+def test_the_compiled_stack_equals_the_uncompiled_stack_on_outputs(runtime, names):
+    # Within the calibrated float32 noise. The earlier passes are exact, so they move no
+    # output: the capture probe (their kernels reweighted) is what shows that compile ran them.
+    assert compiled_stack_verdict(runtime, names, "float32") == []
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_compiled_stack_equals_the_uncompiled_stack_in_half_precision(wide_checkpoint_dir, dtype):
+    half = load_runtime(wide_checkpoint_dir, dtype, batch_size=4)  # one short request: half is slow on the CPU
+    assert compiled_stack_verdict(half, tuple(EARLIER), dtype, REQUESTS[:1]) == []

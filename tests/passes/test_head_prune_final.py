@@ -2,11 +2,13 @@
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
+from mlx.utils import tree_map
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import laya_opt as lo
 from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.kernel_probe import rounding_error
 from laya_opt.fidelity.metrics import compare
 from laya_opt.config import architecture
 from laya_opt.model import HeadLayer, full_final_layer, key_padding_mask
@@ -65,6 +67,28 @@ def test_named_layouts(kernel, rows, slots):
     key_mask = key_padding_mask(valid)
     np.testing.assert_allclose(np.array(kernel(HEAD_LAYER, h, key_mask, select)),
                                np.array(full_final_layer(HEAD_LAYER, h, key_mask, select)), atol=1e-5, rtol=0)
+
+
+HALF_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+@settings(max_examples=10, deadline=None)
+@given(layouts, st.sampled_from(sorted(FINAL_LAYERS)), st.sampled_from(sorted(HALF_EPSILON)))
+def test_pruned_rows_equal_the_full_layer_within_one_rounding_in_half_precision(layout, variant, dtype):
+    slots, rows, seed = layout
+    valid, select = marker_layout(rows, seed, slots)
+    layer = clone_model(HEAD_LAYER)
+    layer.update(tree_map(lambda value: value.astype(getattr(mx, dtype)), layer.parameters()))
+    h = mx.array(np.random.default_rng(seed).standard_normal((*valid.shape, 128)).astype(np.float32)).astype(
+        getattr(mx, dtype))
+    key_mask = key_padding_mask(valid)
+    pruned, full = (kernel(layer, h, key_mask, select).astype(mx.float32)
+                    for kernel in (FINAL_LAYERS[variant], full_final_layer))
+    # Within one rounding and a margin, in the kernel probe's units (entries near zero judged against
+    # max |full| / 20): the residual sums cancel, so an elementwise relative bound would hold small entries
+    # to a rounding of terms far larger than themselves. Computing in the half dtype gives hundreds.
+    assert rounding_error(pruned.astype(getattr(mx, dtype)), full.astype(getattr(mx, dtype)),
+                          np.ones(pruned.shape, dtype=bool)) <= 2
 
 
 def test_split_projection_refuses_a_quantized_in_proj():

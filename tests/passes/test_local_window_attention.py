@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 import laya_opt as lo
 from laya_opt.fidelity.checker import EvalRequest, evaluate
 from laya_opt.fidelity.metrics import compare
-from laya_opt.model import AttentionInputs, dense_sliding_attention, global_attention, key_padding_mask, sliding_mask
+from laya_opt.model import (AttentionInputs, dense_sliding_attention, global_attention, key_padding_mask, sdpa,
+                            sliding_mask)
 from laya_opt.schema import parse
 from laya_opt.passes_api import runtime_fingerprint
 from laya_opt.runtime import load_runtime
@@ -49,6 +50,26 @@ def test_banded_equals_dense_band_mask_for_random_lengths_windows_blocks_and_pad
     _, mask = block_masks(valid, window, block_size, -(-length // block_size))
     assert np.all(np.array(mask).any(axis=-1))
     np.testing.assert_allclose(valid_rows(out, valid), valid_rows(reference, valid), atol=1e-5, rtol=0)
+
+
+HALF_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+@settings(max_examples=20, deadline=None)
+@given(attention_shapes, st.sampled_from(sorted(HALF_EPSILON)))
+def test_banded_equals_dense_within_one_rounding_in_half_precision(shape, dtype):
+    # Dense attention on half inputs runs in float32 on the CPU (model.sdpa): so must the banded kernel,
+    # or its scores and softmax round in the half dtype, several units off where dense is within one.
+    batch, heads, length, head_dim, window, block_size, fractions, seed = shape
+    lengths = [round(fraction * length) for fraction in fractions]
+    q, k, v, valid = (x.astype(getattr(mx, dtype)) if x.dtype == mx.float32 else x
+                      for x in random_attention(seed, batch, heads, length, head_dim, lengths))
+    out = banded_attention(q, k, v, valid, window, block_size, 0.5)
+    reference = sdpa(q, k, v, scale=0.5, mask=sliding_mask(valid, window))
+    assert out.dtype == q.dtype
+    eps = HALF_EPSILON[dtype]
+    np.testing.assert_allclose(valid_rows(out.astype(mx.float32), valid),
+                               valid_rows(reference.astype(mx.float32), valid), rtol=eps, atol=eps / 20)
 
 
 @settings(max_examples=30, deadline=None)

@@ -1,0 +1,187 @@
+"""From measured noise to gate thresholds: the rules `laya-opt calibrate-gates` applies, each one stated.
+
+Measurements (`fidelity.calibration`), per candidate dtype d, on a suite:
+
+* same-dtype noise, per source: the d runtime (batch 16, insertion order, eager) against itself
+  re-run (`run_to_run`), with every batch split into single rows at the same padded length
+  (`row_split`: other matmul shapes, same padding), with batches of 1 and of 4 (`batch_1`, `batch_4`),
+  length-sorted (`length_sorted`) and padded to a multiple of 16 tokens (`padded_16`);
+* the cast drift of d: the d runtime against the float32 reference (float16 and bfloat16);
+* the largest |logit| on the suite, which sets the size of one rounding at the logits.
+
+Each drift metric (max |dp|, max |Δ logit|, max KL on logits) gets a threshold:
+
+1. Same-dtype noise: the largest over the sources. One source per class is not enough: on the stand-in
+   in float16, splitting batches into rows is bit-identical, yet any exact kernel that rounds one
+   intermediate differently (the banded window) moves saturated answers as far as padding does, because
+   one float16 unit at a logit near 60 is amplified by temperatures of 0.5.
+2. Exact, same dtype: NOISE_MULTIPLE x the noise, at least the floor of one rounding in d
+   (max |dp|: the dtype's epsilon; max |Δ logit|: epsilon x the largest |logit|). Where the outputs were
+   bit-identical the floor is the bound: near zero, not the cross-dtype tolerance.
+3. Cross-dtype: DRIFT_MARGIN x the measured cast drift. The drift is a maximum over one suite's
+   questions; another suite's maximum is another draw, and the margin covers that.
+4. Approximate pass: APPROXIMATE_SHARE x the float16 drift bound (rule 3). An approximate pass may move
+   answers as far as casting to FP16 does, the comparable Core ML port's rule for quantization.
+5. Cumulative (vs the float32 reference): the exact bound in d, plus the cast drift bound of d (stage 0,
+   the cast itself, is gated by this envelope), plus one approximate allowance once the stack holds an
+   approximate pass.
+
+KL is quadratic in a small logit change (KL ≈ ½ Var(Δ logit)), so its factors are squared, its floor is
+2 ε² (one unit moved in an even split, see `floors`), and bounds add as (√a + √b)²; the other metrics add
+linearly. Flips: none in exact
+float32 comparisons, no decisive flip (reference gap >= 0.05) anywhere else.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from .gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, accuracy_gate, common_gates, flip_gate, spec_gates
+
+NOISE_SOURCES = ("run_to_run", "row_split", "batch_1", "batch_4", "length_sorted", "padded_16")
+CALIBRATED_METRICS = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")
+QUADRATIC = frozenset({"kl_logits_max"})
+# Machine epsilon: one unit in the last place at 1.0 in each candidate dtype.
+EPSILON = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+NOISE_MULTIPLE = 2.0      # rule 2
+DRIFT_MARGIN = 2.0        # rule 3
+APPROXIMATE_SHARE = 1.0   # rule 4
+FACTORS = {"noise_multiple": NOISE_MULTIPLE, "drift_margin": DRIFT_MARGIN, "approximate_share": APPROXIMATE_SHARE}
+
+
+def scaled(metric: str, value: float, factor: float) -> float:
+    return value * factor ** (2 if metric in QUADRATIC else 1)
+
+
+def combined(metric: str, first: float, second: float) -> float:
+    return (math.sqrt(first) + math.sqrt(second)) ** 2 if metric in QUADRATIC else first + second
+
+
+def floors(dtype: str, max_abs_logit: float) -> dict[str, float]:
+    """One rounding in `dtype`, per calibrated metric.
+
+    max |dp|: one unit at 1.0; max |Δ logit|: one unit at the largest |logit|; KL: what one unit moved
+    between the two options of an even split costs (KL ≈ ½ χ² = ½ Σ Δp² / p = 2 ε²). The logit floor
+    would overstate KL: the largest logits belong to saturated answers, whose KL a rounding cannot move.
+    """
+    epsilon = EPSILON[dtype]
+    return {"max_abs_dp": epsilon, "max_abs_dlogit": epsilon * max_abs_logit, "kl_logits_max": 2 * epsilon ** 2}
+
+
+def rounded_up(value: float, digits: int = 3) -> float:
+    """`value` to `digits` significant digits, never below it (a threshold must not shrink when written)."""
+    if value <= 0:
+        return value
+    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return float(f"{math.ceil(value / step - 1e-9) * step:.{digits}g}")
+
+
+def _bound(metric: str, threshold: float, noise: float, derivation: str) -> Gate:
+    return Gate(metric, "<=", rounded_up(threshold), noise_floor=float(f"{noise:.3g}"), derivation=derivation)
+
+
+def _n(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def largest_noise(noise: Mapping[str, Mapping[str, float]], metric: str) -> tuple[float, str]:
+    """Rule 1: the largest measured same-dtype noise, and the source it came from."""
+    source = max(NOISE_SOURCES, key=lambda name: noise[name][metric])
+    return noise[source][metric], source
+
+
+def exact_bounds(dtype: str, noise: Mapping, floor: Mapping[str, float]) -> dict[str, tuple[float, float, str]]:
+    """metric -> (threshold, noise floor, derivation) of rule 2."""
+    out = {}
+    for metric in CALIBRATED_METRICS:
+        value, source = largest_noise(noise, metric)
+        multiple = scaled(metric, value, NOISE_MULTIPLE)
+        factor = f"{NOISE_MULTIPLE:g}{'²' if metric in QUADRATIC else ''}"
+        if multiple >= floor[metric] and value > 0:
+            text = f"{factor} x the {dtype} same-dtype noise {_n(value)} (largest source: {source})"
+        else:
+            state = "bit-identical" if value == 0 else f"{factor} x that is smaller"
+            text = f"floor: one {dtype} rounding ({_n(floor[metric])}); measured same-dtype noise {_n(value)}, " \
+                   f"{state}"
+        out[metric] = (max(multiple, floor[metric]), value, text)
+    return out
+
+
+def drift_bounds(dtype: str, drift: Mapping[str, float]) -> dict[str, tuple[float, float, str]]:
+    """metric -> (threshold, measured drift, derivation) of rule 3."""
+    factor = lambda metric: f"{DRIFT_MARGIN:g}{'²' if metric in QUADRATIC else ''}"  # noqa: E731
+    return {metric: (scaled(metric, drift[metric], DRIFT_MARGIN), drift[metric],
+                     f"{factor(metric)} x the {dtype}-vs-float32 cast drift {_n(drift[metric])}")
+            for metric in CALIBRATED_METRICS}
+
+
+def _sum(first: Mapping, second: Mapping, floor_from: Mapping | None = None) -> dict[str, tuple[float, float, str]]:
+    """Rule 5: add two bound tables; the noise floor is taken from `floor_from` (default: the first)."""
+    floor_from = floor_from or first
+    return {metric: (combined(metric, first[metric][0], second[metric][0]), floor_from[metric][1],
+                     f"({first[metric][2]}) + ({second[metric][2]})") for metric in CALIBRATED_METRICS}
+
+
+def _gates(prefix: tuple[Gate, ...], bounds: Mapping[str, tuple[float, float, str]], tail: tuple[Gate, ...] = ()
+           ) -> tuple[Gate, ...]:
+    return prefix + tuple(_bound(metric, *bounds[metric]) for metric in CALIBRATED_METRICS) + tail
+
+
+def approximate_allowance(measured: Mapping[str, Any]) -> dict[str, tuple[float, float, str]] | None:
+    """Rule 4, or None when float16 was not measured (the spec's allowance then stands in)."""
+    drift = measured.get("drift", {}).get("float16")
+    if drift is None:
+        return None
+    return {metric: (scaled(metric, threshold, APPROXIMATE_SHARE), value,
+                     f"{APPROXIMATE_SHARE:g} x [{text}]: an approximate pass may move answers as far as the FP16 cast")
+            for metric, (threshold, value, text) in drift_bounds("float16", drift).items()}
+
+
+def dtype_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping | None) -> DtypeGates:
+    noise = measured["noise"][dtype]
+    floor = floors(dtype, measured["max_abs_logit"])
+    exact = exact_bounds(dtype, noise, floor)
+    float32 = dtype == "float32"
+    flips = flip_gate(float32)
+    cumulative_exact = exact if float32 else _sum(drift_bounds(dtype, measured["drift"][dtype]), exact)
+    exact_cumulative = _gates(common_gates("cumulative") + (flips,), cumulative_exact, (accuracy_gate(),))
+    if allowance is None:  # the spec's allowance, on max |dp| only
+        fallback = spec_gates().gates[dtype]
+        approximate_incremental, approximate_cumulative = fallback.approximate_incremental, \
+            fallback.approximate_cumulative
+    else:
+        # An approximate pass's own comparison carries the same-dtype noise of the dtype.
+        own = {metric: (threshold, exact[metric][1], text)
+               for metric, (threshold, _, text) in allowance.items()}
+        approximate_incremental = _gates(common_gates("incremental") + (flip_gate(False),), own, (accuracy_gate(),))
+        approximate_cumulative = _gates(common_gates("cumulative") + (flip_gate(False),),
+                                        _sum(cumulative_exact, allowance), (accuracy_gate(),))
+    return DtypeGates(exact_incremental=_gates(common_gates("incremental") + (flips,), exact),
+                      exact_cumulative=exact_cumulative,
+                      approximate_incremental=approximate_incremental, approximate_cumulative=approximate_cumulative)
+
+
+def check_measured(measured: Mapping[str, Any]) -> None:
+    noise = measured.get("noise", {})
+    if "float32" not in noise:
+        raise ValueError("measured: the float32 noise is required (it bounds every exact float32 pass)")
+    for dtype, sources in noise.items():
+        if dtype not in DTYPE_NAMES:
+            raise ValueError(f"measured.noise: unknown dtype {dtype!r}")
+        missing = [f"{source}.{metric}" for source in NOISE_SOURCES for metric in CALIBRATED_METRICS
+                   if metric not in sources.get(source, {})]
+        if missing:
+            raise ValueError(f"measured.noise.{dtype}: missing {', '.join(missing)}")
+        if dtype != "float32" and dtype not in measured.get("drift", {}):
+            raise ValueError(f"measured.drift: {dtype} noise was measured but not its cast drift")
+
+
+def derive_gates(measured: Mapping[str, Any], name: str, description: str = "",
+                 source: Mapping[str, Any] | None = None) -> GatesFile:
+    """The gates file for every dtype whose noise was measured (others fall back to the spec tolerances)."""
+    check_measured(measured)
+    allowance = approximate_allowance(measured)
+    return GatesFile(name=name, description=description, source=dict(source or {}), factors=dict(FACTORS),
+                     measured=dict(measured),
+                     gates={dtype: dtype_gates(dtype, measured, allowance) for dtype in DTYPE_NAMES
+                            if dtype in measured["noise"]})

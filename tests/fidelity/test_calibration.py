@@ -1,0 +1,67 @@
+"""Calibration: every noise variant computes the same function; measurements feed a gates file that reads back."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+from fake_passes import REQUESTS, write_tiny_suite
+
+from laya_opt.cli import main
+from laya_opt.fidelity.calibration import measure, noise_table, noise_variants
+from laya_opt.fidelity.checker import evaluate
+from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
+from laya_opt.fidelity.gates import default_gates, read_gates_file, spec_gates
+from laya_opt.runtime import load_runtime
+
+
+@pytest.fixture(scope="module")
+def reference(wide_checkpoint_dir):
+    return load_runtime(wide_checkpoint_dir, "float32", batch_size=16)
+
+
+def test_every_noise_variant_feeds_the_model_the_same_inputs_under_its_own_identity(reference):
+    variants = noise_variants(reference)
+    assert tuple(variants) == NOISE_SOURCES
+    assert len({variant.identity for variant in variants.values()} | {reference.identity}) == len(NOISE_SOURCES) + 1
+    base = evaluate(reference, REQUESTS)
+    for name, variant in variants.items():
+        outputs = evaluate(variant, REQUESTS)
+        assert [q.model_input for q in outputs.questions] == [q.model_input for q in base.questions], name
+        for a, b in zip(base.questions, outputs.questions):
+            np.testing.assert_allclose(a.logits, b.logits, atol=1e-4, err_msg=name)
+
+
+def test_measure_records_noise_per_source_and_drift_per_half_dtype(reference):
+    measured = measure(reference, REQUESTS[:2], dtypes=("float32", "float16"))
+    assert set(measured["noise"]) == {"float32", "float16"} and set(measured["drift"]) == {"float16"}
+    for sources in measured["noise"].values():
+        assert set(sources) == set(NOISE_SOURCES)
+        assert all(sources["run_to_run"][metric] == 0.0 for metric in CALIBRATED_METRICS)  # deterministic
+    assert measured["drift"]["float16"]["max_abs_dp"] > 0 and measured["max_abs_logit"] > 0
+    table = noise_table(measured)
+    assert len(table["rows"]) == 2 * len(NOISE_SOURCES) + 1
+    with pytest.raises(ValueError, match="float32 reference"):
+        measure(load_runtime(reference.info["checkpoint"], "float16"), REQUESTS[:1])
+    with pytest.raises(ValueError, match="needs float32 among the dtypes"):
+        measure(reference, REQUESTS[:1], dtypes=("float16",))
+
+
+def test_calibrate_gates_writes_a_gates_file_and_derives_again_from_its_measurements(wide_checkpoint_dir, tmp_path):
+    suite = write_tiny_suite(tmp_path / "tiny.jsonl", records=2)
+    out = tmp_path / "tiny-gates.yaml"
+    done = CliRunner().invoke(main, ["calibrate-gates", "--checkpoint", str(wide_checkpoint_dir), "--suite", str(suite),
+                                     "--dtype", "float32", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    written = read_gates_file(out)
+    assert written.name == "tiny-gates" and set(written.gates) == {"float32"}
+    assert written.source["command"].startswith("laya-opt calibrate-gates --checkpoint")
+    assert written.measured["suites"][0]["records"] == 2 and "wrote" in done.output
+    # float16 was not calibrated: it falls back to the spec's tolerances.
+    assert default_gates(True, "float16", "incremental", gates_file=written) == \
+        spec_gates().gates["float16"].exact_incremental
+    again = tmp_path / "again.yaml"
+    rederived = CliRunner().invoke(main, ["calibrate-gates", "--from-measurements", str(out), "--out", str(again)])
+    assert rederived.exit_code == 0, rederived.output
+    assert yaml.safe_load(again.read_text())["gates"] == yaml.safe_load(out.read_text())["gates"]
+    assert read_gates_file(again).source["derived_by"].startswith("laya-opt calibrate-gates --from-measurements")

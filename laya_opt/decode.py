@@ -117,12 +117,18 @@ def temperature_for(calibration: Calibration, type_name: str, k: int) -> float:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Probabilities (float32 on the host, like upstream)
+#
+# Every step works on rows: one question is a batch of one. `decode_answers` runs each step once per group
+# of questions that share a type and an option count, instead of once per question (at short-50 the
+# per-question numpy calls were most of the decode time). The results are the same bits: the same float32
+# operations on the same values, and numpy reduces each contiguous row of a 2-D array exactly as it
+# reduces that row alone (tests/test_decode.py holds batches against one-at-a-time decoding).
 
 
-def _softmax32(values: np.ndarray) -> np.ndarray:
-    shifted = values.astype(np.float32) - np.max(values).astype(np.float32)
+def _softmax_rows(values: np.ndarray) -> np.ndarray:
+    shifted = values.astype(np.float32) - values.max(axis=1, keepdims=True).astype(np.float32)
     exps = np.exp(shifted, dtype=np.float32)
-    return exps / np.sum(exps, dtype=np.float32)
+    return exps / exps.sum(axis=1, keepdims=True, dtype=np.float32)
 
 
 def _real_logits(prepared: PreparedQuestion, logits_row: Any) -> np.ndarray:
@@ -140,36 +146,44 @@ def _real_logits(prepared: PreparedQuestion, logits_row: Any) -> np.ndarray:
     return logits
 
 
-def _probabilities32(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
-    logits = _real_logits(prepared, logits_row)
-    temperature = temperature_for(calibration, prepared.type_name, prepared.option_count)
-    return _softmax32(logits / np.float32(max(MIN_DIVISOR, temperature)))
-
-
-def answer_probabilities(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
-    """Calibrated option probabilities, un-rounded: the float32 softmax widened exactly to float64."""
-    return _probabilities32(prepared, logits_row, calibration).astype(np.float64)
-
-
-def act_probability(action_row: Any, qid: Any = None) -> float:
-    """softmax(action)[0], the probability of answering rather than escalating (reported, never gated on)."""
+def _action_row(action_row: Any, qid: Any = None) -> np.ndarray:
     row = np.asarray(action_row, dtype=np.float32)
     where = f"question {qid}: " if qid is not None else ""
     if row.ndim != 1 or row.shape[0] < 1:
         raise ValueError(f"{where}need a 1-D action row, got shape {row.shape}")
     if not np.all(np.isfinite(row)):
         raise FloatingPointError(f"{where}non-finite action logits {row.tolist()}")
-    return float(_softmax32(row)[0])
+    return row
+
+
+def _probability_rows(type_name: str, logits: np.ndarray, calibration: Calibration) -> np.ndarray:
+    """Calibrated float32 probabilities of [n, k] logits of one type and option count."""
+    temperature = temperature_for(calibration, type_name, logits.shape[1])
+    return _softmax_rows(logits / np.float32(max(MIN_DIVISOR, temperature)))
+
+
+def answer_probabilities(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
+    """Calibrated option probabilities, un-rounded: the float32 softmax widened exactly to float64."""
+    logits = _real_logits(prepared, logits_row)[None]
+    return _probability_rows(prepared.type_name, logits, calibration)[0].astype(np.float64)
+
+
+def act_probability(action_row: Any, qid: Any = None) -> float:
+    """softmax(action)[0], the probability of answering rather than escalating (reported, never gated on)."""
+    return float(_softmax_rows(_action_row(action_row, qid)[None])[0, 0])
+
+
+def _entropy_confidence_rows(p: np.ndarray) -> np.ndarray:
+    if p.shape[1] < 2:
+        return np.ones(p.shape[0], dtype=np.float32)
+    log_p = np.log(np.clip(p, np.float32(ENTROPY_FLOOR), np.float32(1.0)))
+    entropy = -(p * log_p).sum(axis=1, dtype=np.float32)
+    return np.clip(np.float32(1.0) - entropy / np.float32(math.log(p.shape[1])), 0.0, 1.0)
 
 
 def entropy_confidence(probabilities: np.ndarray) -> float:
     """clip(1 - H(p)/log k, 0, 1) for choice and score; 1.0 when k < 2."""
-    p = np.asarray(probabilities, dtype=np.float32)
-    if p.shape[0] < 2:
-        return 1.0
-    log_p = np.log(np.clip(p, np.float32(ENTROPY_FLOOR), np.float32(1.0)))
-    entropy = -np.sum(p * log_p, dtype=np.float32)
-    return float(np.clip(np.float32(1.0) - entropy / np.float32(math.log(p.shape[0])), 0.0, 1.0))
+    return float(_entropy_confidence_rows(np.asarray(probabilities, dtype=np.float32)[None])[0])
 
 
 def noul_confidence(probabilities: np.ndarray) -> float:
@@ -193,41 +207,101 @@ def round4(value: Any) -> float:
     return round(float(value), ROUND_DIGITS)
 
 
-def _choice_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
-    if prepared.option_count == 1:
-        probabilities = {prepared.option_keys[0]: 1.0}  # softmax of one logit, stated exactly
+@dataclass(frozen=True)
+class _Group:
+    """The float32 results for questions of one type and option count, one entry per question, as Python
+    numbers (`tolist` widens float32 exactly, as `float()` does, and rounding Python floats is cheaper)."""
+
+    p: list[list[float]]     # [n][k] calibrated probabilities
+    act: list[float]         # act probability
+    confidence: list[float]  # entropy confidence (choice, score) or max(p_true, 1 - p_true) (noul)
+    best: list[int]          # argmax
+    top: list[float]         # max p
+    level: list[float] | None  # expected level (score)
+
+
+def _group_results(type_name: str, logits: np.ndarray, actions: np.ndarray, calibration: Calibration) -> _Group:
+    p = _probability_rows(type_name, logits, calibration)
+    if type_name == "noul":
+        confidence = np.maximum(p[:, 1], np.float32(1.0) - p[:, 1])
     else:
-        probabilities = {key: finish(value) for key, value in zip(prepared.option_keys, p)}
-    return {"choice": prepared.option_keys[int(np.argmax(p))], "probabilities": probabilities,
-            "confidence": finish(entropy_confidence(p))}
+        confidence = _entropy_confidence_rows(p)
+    level = ((np.arange(p.shape[1], dtype=np.float32) * p).sum(axis=1, dtype=np.float32)
+             if type_name == "score" else None)
+    return _Group(p=p.tolist(), act=_softmax_rows(actions)[:, 0].tolist(), confidence=confidence.tolist(),
+                  best=p.argmax(axis=1).tolist(), top=p.max(axis=1).tolist(),
+                  level=None if level is None else level.tolist())
 
 
-def _score_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
-    return {"score": finish(expected_level(p)),
-            "legend": {str(level): value for level, value in enumerate(prepared.legend)},
-            "probabilities": {key: finish(value) for key, value in zip(prepared.option_keys, p)},
-            "confidence": finish(entropy_confidence(p))}
+def _answer(prepared: PreparedQuestion, group: _Group, row: int, finish) -> dict:
+    p = group.p[row]
+    answer: dict[str, Any] = {"type": prepared.type_name}
+    if prepared.type_name == "choice":
+        if prepared.option_count == 1:
+            probabilities = {prepared.option_keys[0]: 1.0}  # softmax of one logit, stated exactly
+        else:
+            probabilities = {key: finish(value) for key, value in zip(prepared.option_keys, p)}
+        answer.update(choice=prepared.option_keys[group.best[row]], probabilities=probabilities,
+                      confidence=finish(group.confidence[row]))
+    elif prepared.type_name == "score":
+        answer.update(score=finish(group.level[row]),
+                      legend={str(level): value for level, value in enumerate(prepared.legend)},
+                      probabilities={key: finish(value) for key, value in zip(prepared.option_keys, p)},
+                      confidence=finish(group.confidence[row]))
+    else:
+        answer.update(noul=finish(p[1]), confidence=finish(group.confidence[row]))
+    answer["answer_confidence"] = finish(group.top[row])
+    answer["action"] = {"act_probability": finish(group.act[row])}
+    return answer
 
 
-def _noul_fields(prepared: PreparedQuestion, p: np.ndarray, finish) -> dict:
-    return {"noul": finish(p[1]), "confidence": finish(noul_confidence(p))}
+def _check_inputs(prepared: Sequence[PreparedQuestion], logits_rows: Sequence, action_rows: Sequence) -> None:
+    """Raise what one-at-a-time decoding raises first, in the caller's order (the batch found a problem)."""
+    for item, logits_row, action_row in zip(prepared, logits_rows, action_rows):
+        if item.type_name not in QTYPES:
+            raise ValueError(f"question {item.qid}: unknown type {item.type_name!r}")
+        _real_logits(item, logits_row)
+        _action_row(action_row, item.qid)
 
 
-_TYPE_FIELDS = {"choice": _choice_fields, "score": _score_fields, "noul": _noul_fields}
+def decode_answers(prepared: Sequence[PreparedQuestion], logits_rows: Sequence, action_rows: Sequence,
+                   calibration: Calibration, *, rounded: bool = True) -> list[dict]:
+    """The public answer of every question (§9 field order), computed per group of one type and option count.
+
+    `rounded=False` keeps full float values for fidelity tools. A malformed or non-finite row raises the
+    error that names its question, as decoding the questions one at a time would.
+    """
+    if not len(prepared) == len(logits_rows) == len(action_rows):
+        raise ValueError(f"decode needs one logits and one action row per question: {len(prepared)} questions, "
+                         f"{len(logits_rows)} logits rows, {len(action_rows)} action rows")
+    finish = round4 if rounded else float
+    groups: dict[tuple[str, int], list[int]] = {}
+    for index, item in enumerate(prepared):
+        groups.setdefault((item.type_name, item.option_count), []).append(index)
+    answers: list[dict | None] = [None] * len(prepared)
+    for (type_name, k), members in groups.items():
+        logits = [np.asarray(logits_rows[index], dtype=np.float32) for index in members]
+        actions = [np.asarray(action_rows[index], dtype=np.float32) for index in members]
+        usable = (type_name in QTYPES and k > 0 and all(r.ndim == 1 and r.shape[0] >= k for r in logits)
+                  and all(a.ndim == 1 and a.shape == actions[0].shape and a.shape[0] >= 1 for a in actions))
+        if usable:  # contiguous [n, k] and [n, A] (one question: a reshaped copy, cheaper than stack)
+            logits_k = (logits[0][:k].reshape(1, k).copy() if len(members) == 1 else
+                        np.stack([r[:k] for r in logits]))
+            action_k = actions[0].reshape(1, -1) if len(members) == 1 else np.stack(actions)
+            usable = bool(np.isfinite(logits_k).all() and np.isfinite(action_k).all())
+        if not usable:
+            _check_inputs(prepared, logits_rows, action_rows)
+            raise AssertionError("decode_answers: a group was refused that no question check refuses")
+        group = _group_results(type_name, logits_k, action_k, calibration)
+        for row, index in enumerate(members):
+            answers[index] = _answer(prepared[index], group, row, finish)
+    return answers
 
 
 def decode_answer(prepared: PreparedQuestion, logits_row: Any, action_row: Any, calibration: Calibration,
                   *, rounded: bool = True) -> dict:
     """One public answer with the field order of §9; `rounded=False` keeps full float values for fidelity tools."""
-    if prepared.type_name not in _TYPE_FIELDS:
-        raise ValueError(f"question {prepared.qid}: unknown type {prepared.type_name!r}")
-    finish = round4 if rounded else float
-    p = _probabilities32(prepared, logits_row, calibration)
-    answer = {"type": prepared.type_name}
-    answer.update(_TYPE_FIELDS[prepared.type_name](prepared, p, finish))
-    answer["answer_confidence"] = finish(np.max(p))
-    answer["action"] = {"act_probability": finish(act_probability(action_row, prepared.qid))}
-    return answer
+    return decode_answers([prepared], [logits_row], [action_row], calibration, rounded=rounded)[0]
 
 
 def envelope(answers: Mapping, prepared: Sequence[PreparedQuestion]) -> dict:

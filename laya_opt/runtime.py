@@ -20,7 +20,7 @@ import numpy as np
 from .batching import Batch, Planner, check_plan, collate, insertion_order_planner
 from .checkpoint import Checkpoint, load_checkpoint
 from .config import AgentConfig, EncoderConfig
-from .decode import Calibration, decode_answer, envelope
+from .decode import Calibration, decode_answers, envelope
 from .model import DEFAULT_KERNELS, Kernels, LayaModel
 from .prompt import PreparedQuestion, prepare_request
 from .tokens import TextCodec
@@ -137,8 +137,8 @@ class Runtime:
 
     def decode(self, execution: Execution) -> dict:
         try:
-            answers = {item.qid: decode_answer(item, logits, action, self.calibration)
-                       for item, logits, action in zip(execution.prepared, execution.logits, execution.action)}
+            decoded = decode_answers(execution.prepared, execution.logits, execution.action, self.calibration)
+            answers = {item.qid: answer for item, answer in zip(execution.prepared, decoded)}
         except FloatingPointError as exc:  # weights are checked finite at load: the activations overflowed
             advice = "; retry in float32" if self.dtype != mx.float32 else ", from finite weights"
             raise FloatingPointError(f"{exc} in {str(self.dtype).removeprefix('mlx.core.')}{advice}") from None

@@ -340,3 +340,91 @@ def test_envelope_usage_counts_unpadded_ids(tiny_codec):
 def test_empty_envelope():
     assert envelope({}, ()) == {"model": "laya-rl-agent", "answers": {}, "usage": {"input_tokens": 0,
                                                                                    "output_tokens": 0}}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Batched decoding: the same bits as one question at a time
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from laya_opt.decode import decode_answers  # noqa: E402
+
+
+def one_at_a_time(prepared, logits_row, action_row, calibration, rounded):
+    """The decoder as it was before batching: 1-D float32 numpy on one question (the independent reference)."""
+    def softmax(values):
+        exps = np.exp(values - np.max(values), dtype=np.float32)
+        return exps / np.sum(exps, dtype=np.float32)
+
+    finish = round4 if rounded else float
+    k = prepared.option_count
+    temperature = np.float32(max(1e-3, temperature_for(calibration, prepared.type_name, k)))
+    p = softmax(np.asarray(logits_row, dtype=np.float32)[:k] / temperature)
+    if k < 2:
+        confidence = 1.0
+    else:
+        entropy = -np.sum(p * np.log(np.clip(p, np.float32(1e-12), np.float32(1.0))), dtype=np.float32)
+        confidence = float(np.clip(np.float32(1.0) - entropy / np.float32(math.log(k)), 0.0, 1.0))
+    answer = {"type": prepared.type_name}
+    if prepared.type_name == "choice":
+        probabilities = ({prepared.option_keys[0]: 1.0} if k == 1 else
+                         {key: finish(value) for key, value in zip(prepared.option_keys, p)})
+        answer.update(choice=prepared.option_keys[int(np.argmax(p))], probabilities=probabilities,
+                      confidence=finish(confidence))
+    elif prepared.type_name == "score":
+        answer.update(score=finish(np.sum(np.arange(k, dtype=np.float32) * p, dtype=np.float32)),
+                      legend={str(i): value for i, value in enumerate(prepared.legend)},
+                      probabilities={key: finish(value) for key, value in zip(prepared.option_keys, p)},
+                      confidence=finish(confidence))
+    else:
+        answer.update(noul=finish(p[1]), confidence=finish(max(p[1], np.float32(1.0) - p[1])))
+    answer["answer_confidence"] = finish(np.max(p))
+    answer["action"] = {"act_probability": finish(softmax(np.asarray(action_row, dtype=np.float32))[0])}
+    return answer
+
+
+def generated_question(index, type_name, k):
+    if type_name == "noul":
+        return question("noul", ["false", "true"], qid=f"q{index}")
+    keys = [str(level) for level in range(k)] if type_name == "score" else [f"o{j}" for j in range(k)]
+    return question(type_name, keys, legend=tuple(f"l{j}" for j in range(k)) if type_name == "score" else (),
+                    qid=f"q{index}")
+
+
+questions_strategy = st.lists(st.tuples(st.sampled_from(["choice", "score", "noul"]), st.integers(1, 24)),
+                              min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(questions_strategy, st.integers(0, 2 ** 31 - 1), st.floats(0.5, 5.0), st.booleans(),
+       st.sampled_from([1.0, 8.0, 60.0]))
+def test_a_batch_decodes_to_the_same_bits_as_one_question_at_a_time(kinds, seed, temperature, rounded, scale):
+    rng = np.random.default_rng(seed)
+    prepared = [generated_question(i, t, 2 if t == "noul" else k) for i, (t, k) in enumerate(kinds)]
+    slots = max(item.option_count for item in prepared) + int(rng.integers(0, 4))
+    logits = []
+    for item in prepared:
+        values = (rng.standard_normal(slots) * scale).astype(np.float32)
+        values[item.option_count:] = -1e4   # padding slots, never read
+        logits.append(values)
+    actions = [rng.standard_normal(2).astype(np.float32) * np.float32(scale) for _ in prepared]
+    calibration = quiet_calibration([temperature, 1.25, 1.9], {"choice:11+": 0.75})
+    batch = decode_answers(prepared, logits, actions, calibration, rounded=rounded)
+    assert batch == [one_at_a_time(item, logit, action, calibration, rounded)
+                     for item, logit, action in zip(prepared, logits, actions)]
+
+
+def test_a_batch_names_the_first_bad_question_in_the_callers_order():
+    prepared = [question("choice", ["a", "b"], qid=f"q{i}") for i in range(4)] + [question("noul", ["f", "t"], qid="n")]
+    logits = [row(1.0, 2.0) for _ in prepared]
+    actions = [ACTION for _ in prepared]
+    logits[3] = row(1.0, float("nan"))
+    with pytest.raises(FloatingPointError, match="question q3: non-finite logits"):
+        decode_answers(prepared, logits, actions, IDENTITY)
+    actions[1] = row(float("inf"), 0.0)
+    with pytest.raises(FloatingPointError, match="question q1: non-finite action logits"):
+        decode_answers(prepared, logits, actions, IDENTITY)
+    with pytest.raises(ValueError, match="question q0: need a 1-D logits row with at least 2 slots"):
+        decode_answers(prepared, [row(1.0)] + logits[1:], actions, IDENTITY)
+    with pytest.raises(ValueError, match="one logits and one action row per question"):
+        decode_answers(prepared, logits[:2], actions, IDENTITY)

@@ -60,12 +60,13 @@ case "$step" in
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv | tee "$OUT/gpu.txt"
     large=$(checkpoint laya-large); checkpoint laya-multilingual >/dev/null
     [ -n "${SKIP_FUSED:-}" ] || timeout 120 python3 benchmarks/gpu_fused_check.py --out "$OUT/fused_check.json" 2>&1 | tail -45
-    # the stack's GPU kernels judged by the default gates on a trained checkpoint's held-out suite
-    (cd /tmp && timeout 100 python3 -m laya_opt.cli run "$OLDPWD/experiments/stack_gpu.yaml" --suite heldout --no-bench --quiet \
+    # the stack's GPU kernels judged by the default gates on the trained stand-in (validation: 658
+    # questions; heldout did not finish in 100 s on 2026-12-01, with the kernels compiling cold)
+    (cd /tmp && timeout 140 python3 -m laya_opt.cli run "$OLDPWD/experiments/stack_gpu.yaml" --suite validation --no-bench --quiet \
       --output-dir /tmp/runs 2>&1 | tail -25)
-    tar -C /tmp/runs -czf "$OUT/standin_stack_gpu_heldout.tgz" .
-    timeout 330 python3 benchmarks/full_size.py --arch laya-large --checkpoint "$large" --requests 40 --blocks 4 \
-      --warmup 5 --profile --budget-s 300 --out "$OUT" 2>&1 | tail -70 ;;
+    tar -C /tmp/runs -czf "$OUT/standin_stack_gpu_validation.tgz" .
+    timeout 290 python3 benchmarks/full_size.py --arch laya-large --checkpoint "$large" --requests 40 --blocks 4 \
+      --warmup 5 --profile --budget-s 260 --out "$OUT" 2>&1 | tail -70 ;;
   sweep)  # MLX's CUDA graph size and cache, against the host-bound short-1 (benchmarks/gpu_env_sweep.py)
     install
     ckpt=$(checkpoint laya-large)

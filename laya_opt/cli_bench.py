@@ -30,8 +30,13 @@ from .console import output_console
 @click.option("--budget-s", type=click.FloatRange(min=1), default=None,
               help="Wall-clock budget: timing cells not started by 85% of it are skipped (and listed), profile "
                    "entries not started by its end too, so a run on a lent machine ends with what it measured.")
+@click.option("--time", "timed_stages", type=click.Choice(["stages", "final"]), default="stages", show_default=True,
+              help="Time every accepted stage, or only the final one (the stack) next to the baseline and "
+                   "upstream: half the runtimes, for a complete run within a lent machine's call limit. "
+                   "Every stage is gated either way.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Results directory.")
-def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks, peer, profile, budget_s, out_dir):
+def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks, peer, profile, budget_s,
+          timed_stages, out_dir):
     """Time the MLX eager baseline, every accepted stage of EXPERIMENT_FILE and the upstream runtime in one run.
 
     Answers are compared with the FP32 reference side by side with the speed; upstream's token ids are
@@ -54,7 +59,7 @@ def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks
             path = write_random_checkpoint(arch, Path(scratch) / arch, seed=0, dtype="float16")
         plan = HeadToHead(experiment=dataclasses.replace(experiment, checkpoint=path), checkpoint=path,
                           workloads=tuple(workloads), bench=config, peer=peer == "upstream", profile=profile,
-                          budget_s=budget_s)
+                          budget_s=budget_s, timed_stages=timed_stages)
         record = run_head_to_head(plan, say=lambda message: console.print(f"[dim]· {message}[/]", highlight=False))
         record["arch"] = arch
         written = write_head_to_head(record, Path(out_dir))

@@ -15,7 +15,9 @@ key component is the same:
 
 The file name is the SHA-256 of those components, and the entry repeats them: a read checks them, the
 payload's length and its SHA-256, so a truncated, corrupted or foreign entry is recomputed and replaced,
-never reused. Entries are written to a temporary file and renamed into place.
+never reused. Entries are written to a temporary file and renamed into place. The cache holds at most
+`LAYA_OPT_CACHE_MAX_MB` (512 by default): after a store, the least recently used entries go (a hit
+marks its entry used), never the one just written.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import tempfile
 import time
@@ -35,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .checkpoint import file_sha256
+from .errors import InputError
 from .fidelity.checker import EvalRequest, Outputs, QuestionOutput
 from .resources import user_cache_dir
 from .runtime import ModelInput, Runtime
@@ -44,6 +48,8 @@ FORMAT = "laya-opt-reference-outputs/1"
 SOURCE_ROOTS = ("laya_opt.runtime", "laya_opt.fidelity.checker", __name__)
 CHECKPOINT_FILES = ("model.safetensors", "rl_agent_config.json", "encoder/config.json", "mlx_config.json")
 KEY_PREVIEW = 12
+MAX_MB_VARIABLE = "LAYA_OPT_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 512       # entries are 10 KB (smoke) to 160 KB (heldout): thousands fit
 
 
 class CorruptEntry(ValueError):
@@ -218,6 +224,46 @@ def write_entry(path: Path, key: CacheKey, outputs: Outputs, compute_s: float) -
         raise
 
 
+def max_cache_bytes() -> int:
+    """The reference cache's size limit: `LAYA_OPT_CACHE_MAX_MB` (default 512), read per lookup."""
+    raw = os.environ.get(MAX_MB_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB * 2 ** 20
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        megabytes = math.nan
+    if not math.isfinite(megabytes) or megabytes <= 0:
+        raise InputError(f"{MAX_MB_VARIABLE} must be a positive number of megabytes, got {raw!r}")
+    return int(megabytes * 2 ** 20)
+
+
+def prune(directory: Path, limit_bytes: int, keep: Path) -> list[Path]:
+    """Remove the least recently used entries (by mtime: a hit touches its entry) until the directory's
+    entries fit in `limit_bytes`; `keep` (the entry just written or read) always stays. Returns what went."""
+    entries = []
+    for path in directory.glob("*.entry"):
+        try:
+            info = path.stat()
+        except OSError:  # removed meanwhile by another run
+            continue
+        entries.append((info.st_mtime, path, info.st_size))
+    total = sum(size for _, _, size in entries)
+    removed = []
+    for _, path, size in sorted(entries):
+        if total <= limit_bytes:
+            break
+        if path == keep:
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed.append(path)
+    return removed
+
+
 def read_entry(path: Path, key: CacheKey) -> tuple[Outputs, dict]:
     """The outputs and header of an entry; CorruptEntry names what does not match."""
     data = path.read_bytes()
@@ -277,12 +323,17 @@ def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache
         started = time.perf_counter()
         outputs = compute()
         return CacheResult(outputs, "off", None, None, time.perf_counter() - started)
+    limit = max_cache_bytes()  # a bad limit is refused before anything is computed
     path = entry_path(Path(cache_dir) if cache_dir is not None else user_cache_dir(), key)
     problem = ""
     if path.is_file():
         started = time.perf_counter()
         try:
             outputs, header = read_entry(path, key)
+            try:
+                os.utime(path)  # recently used: the last entry pruning removes
+            except OSError:
+                pass
             return CacheResult(outputs, "hit", key, path, time.perf_counter() - started,
                                saved_s=float(header.get("compute_s") or 0.0))
         except (CorruptEntry, OSError) as exc:
@@ -295,4 +346,10 @@ def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache
     except OSError as exc:  # a full or read-only cache must not cost the run
         return CacheResult(outputs, "recomputed" if problem else "computed", key, None, seconds,
                            note=f"{problem + '; ' if problem else ''}not stored: {exc}")
-    return CacheResult(outputs, "recomputed" if problem else "computed", key, path, seconds, note=problem)
+    removed = prune(path.parent, limit, keep=path)
+    note = problem
+    if removed:
+        pruned = (f"{len(removed)} least recently used entr{'y' if len(removed) == 1 else 'ies'} removed "
+                  f"({MAX_MB_VARIABLE} limit)")
+        note = "; ".join([problem or "stored", pruned])
+    return CacheResult(outputs, "recomputed" if problem else "computed", key, path, seconds, note=note)

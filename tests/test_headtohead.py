@@ -59,6 +59,26 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     assert (out / "latency.png").stat().st_size > 0 and (out / "speed_vs_fidelity.png").stat().st_size > 0
 
 
+def test_bench_can_time_only_the_final_stage_while_gating_every_stage(tiny_checkpoint_dir, tmp_path):
+    from fake_passes import write_tiny_suite
+
+    suite = write_tiny_suite(tmp_path / "tiny.jsonl", records=2)
+    path = tmp_path / "h2h.yaml"
+    path.write_text(EXPERIMENT.format(checkpoint=tiny_checkpoint_dir, suite=suite))
+    out = tmp_path / "out"
+    args = ["bench", str(path), "--workload", "short-1", "--requests", "2", "--warmup", "0", "--blocks", "2",
+            "--no-profile", "--time", "final", "--out", str(out)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "head_to_head.json").read_text())
+    assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
+    assert {row["runtime"] for row in record["bench"]["summary"]} == {"mlx eager", "2:masks_once"}
+    assert set(record["answers"]) == {"mlx eager", "2:masks_once"} and record["timed_stages"] == "final"
+    assert "- timed: the final accepted stage only (every stage gated)" in (out / "report.md").read_text()
+    refused = CliRunner().invoke(main, args[:-4] + ["--time", "some", "--out", str(tmp_path / "other")])
+    assert refused.exit_code == 2 and "'--time'" in refused.output and not (tmp_path / "other").exists()
+
+
 def test_budget_skips_cells_that_have_not_started(tiny_checkpoint_dir):
     from laya_opt.bench import BenchConfig, benchmark
     from laya_opt.runtime import load_runtime

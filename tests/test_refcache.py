@@ -203,3 +203,47 @@ def test_an_unwritable_cache_costs_nothing_but_the_entry(reference, tiny_checkpo
     result = cached_reference(key, Counter(reference, REQUESTS), blocker)
     assert result.status == "computed" and result.path is None and "not stored" in result.note
     assert [p.name for p in tmp_path.iterdir()] == ["not-a-dir"]  # no temporary file left behind
+
+
+def test_the_cache_keeps_within_its_size_limit_removing_the_least_recently_used(reference, tiny_checkpoint_dir,
+                                                                               platform, tmp_path, monkeypatch):
+    import os
+
+    keys = [key_for(reference, tiny_checkpoint_dir, REQUESTS[:count], platform) for count in (1, 2, 3)]
+    first = cached_reference(keys[0], Counter(reference, REQUESTS[:1]), tmp_path)
+    second = cached_reference(keys[1], Counter(reference, REQUESTS[:2]), tmp_path)
+    os.utime(first.path, (1, 1))
+    os.utime(second.path, (2, 2))  # both old; the first older
+    assert cached_reference(keys[0], Counter(reference, REQUESTS[:1]), tmp_path).status == "hit"  # now the newest
+    # A limit that holds the first and the third but not all three: storing the third removes the least
+    # recently used, the second (the first was just hit).
+    third_size = len(entry_bytes(reference, tiny_checkpoint_dir, REQUESTS[:3], platform, tmp_path / "probe"))
+    room = first.path.stat().st_size + third_size + second.path.stat().st_size // 2  # headers vary by a few bytes
+    monkeypatch.setenv("LAYA_OPT_CACHE_MAX_MB", str(room / 2 ** 20))
+    third = cached_reference(keys[2], Counter(reference, REQUESTS[:3]), tmp_path)
+    assert third.status == "computed" and "removed (LAYA_OPT_CACHE_MAX_MB limit)" in third.note
+    assert first.path.is_file() and third.path.is_file() and not second.path.exists()
+    assert "stored; 1 least recently used entry removed" in third.describe()
+    # The entry just written stays even when it alone exceeds the limit.
+    monkeypatch.setenv("LAYA_OPT_CACHE_MAX_MB", "0.000001")
+    fourth = cached_reference(keys[1], Counter(reference, REQUESTS[:2]), tmp_path)
+    assert fourth.path.is_file() and sorted(tmp_path.glob("reference/*.entry")) == [fourth.path]
+
+
+def entry_bytes(reference, checkpoint_dir, requests, platform, directory):
+    """The size an entry for these requests takes (written in a scratch cache)."""
+    result = cached_reference(key_for(reference, checkpoint_dir, requests, platform), Counter(reference, requests),
+                              directory)
+    return result.path.read_bytes()
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-5", "nan", "inf"])
+def test_a_bad_cache_limit_is_refused_before_anything_is_computed(value, reference, tiny_checkpoint_dir, platform,
+                                                                  tmp_path, monkeypatch):
+    from laya_opt.errors import InputError
+
+    monkeypatch.setenv("LAYA_OPT_CACHE_MAX_MB", value)
+    counter = Counter(reference, REQUESTS[:1])
+    with pytest.raises(InputError, match=f"LAYA_OPT_CACHE_MAX_MB must be a positive number of megabytes, got '{value}'"):
+        cached_reference(key_for(reference, tiny_checkpoint_dir, REQUESTS[:1], platform), counter, tmp_path)
+    assert counter.calls == 0

@@ -1,10 +1,17 @@
 """Shared fixtures: a tiny WordLevel tokenizer (spec §14) and helpers to build tiny checkpoints."""
 from __future__ import annotations
 
-import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
+import os
 
-from laya_opt.tokens import TextCodec, codec_from_tokenizer
+# The suite runs in one worker process per core (pyproject addopts, pytest-xdist). OpenBLAS's own thread
+# pool per process would oversubscribe the cores: on the 2-core CI machine, 2 workers with 2 BLAS threads
+# each took 3m40 (1m47 of it in the kernel), with 1 thread each 2m50. Set before laya_opt loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+
+from laya_opt.tokens import TextCodec, codec_from_tokenizer  # noqa: E402
 
 TINY_SPECIALS = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]"}
 

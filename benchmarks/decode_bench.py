@@ -15,6 +15,7 @@ import sys
 import time
 
 import laya_opt as lo  # first: BLAS choice before mlx.core loads
+from laya_opt.bench import summarize
 from laya_opt.decode import decode_answer, decode_answers
 from laya_opt.fidelity.workloads import build_workload
 
@@ -29,10 +30,6 @@ def one_at_a_time(source: str | None):
     single = module.decode_answer if source else decode_answer
     return lambda prepared, logits, action, calibration: [single(p, l, a, calibration)
                                                            for p, l, a in zip(prepared, logits, action)]
-
-
-def percentile(values, share):
-    return sorted(values)[int(share * (len(values) - 1))] * 1e3
 
 
 def main(argv=None) -> int:
@@ -57,9 +54,10 @@ def main(argv=None) -> int:
                     started = time.perf_counter()
                     decoder(*inputs)
                     times[label].append(time.perf_counter() - started)
+        summaries = {label: summarize([seconds * 1e3 for seconds in xs]) for label, xs in times.items()}
         print(f"{name:9s} {len(execution.prepared):3d} questions: " + "; ".join(
-            f"{label} p50 {percentile(xs, .5):.3f} p95 {percentile(xs, .95):.3f} ms (n {len(xs)})"
-            for label, xs in times.items()), flush=True)
+            f"{label} p50 {s.p50_ms:.3f} p95 {s.p95_ms:.3f} ms (n {s.n})" for label, s in summaries.items()),
+            flush=True)
     return 0
 
 

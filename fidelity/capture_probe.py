@@ -20,6 +20,7 @@ from laya_opt.passes_api import PassSpec, apply_pass
 from laya_opt.runtime import Runtime, clone_model, eager_forward
 
 from .checker import EvalRequest, evaluate, longest_requests
+from .kernel_probe import kernel_fields
 from .metrics import compare
 
 PROBED_PARTS = frozenset({"model", "kernels"})
@@ -51,9 +52,7 @@ def probe_kernels(kernels: Kernels) -> Kernels:
 
     Kernels that return something other than an array (`attention_masks`) pass their output through.
     """
-    return dataclasses.replace(kernels, **{spec.name: _reweighted(value) for spec in dataclasses.fields(kernels)
-                                           for value in [getattr(kernels, spec.name)]
-                                           if callable(value) and not isinstance(value, mx.Dtype)})
+    return dataclasses.replace(kernels, **{name: _reweighted(getattr(kernels, name)) for name in kernel_fields(kernels)})
 
 
 def probe_model(model):

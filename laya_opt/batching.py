@@ -58,14 +58,19 @@ def collate(items: Sequence[PreparedQuestion], pad_id: int, pad_to_multiple: int
                  real_tokens=sum(item.length for item in items))
 
 
+def _padding(current: int, target: int, refusal: str) -> int:
+    """How much padding takes `current` to `target`; padding cannot shrink a batch."""
+    if target < current:
+        raise ValueError(refusal)
+    return target - current
+
+
 def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
     """Extend a batch to `length` with padding columns (used by shape buckets)."""
     current = batch.input_ids.shape[1]
-    if length < current:
-        raise ValueError(f"cannot pad a batch of length {current} down to {length}")
-    if length == current:
+    extra = _padding(current, length, f"cannot pad a batch of length {current} down to {length}")
+    if not extra:
         return batch
-    extra = length - current
     rows = batch.input_ids.shape[0]
     ids = mx.concatenate([batch.input_ids, mx.full((rows, extra), pad_id, dtype=mx.int32)], axis=1)
     mask = mx.concatenate([batch.attention_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1)
@@ -76,11 +81,9 @@ def pad_rows(batch: Batch, rows: int, pad_id: int) -> Batch:
     """Add dummy rows up to `rows` (batch buckets). Each has one valid token, so its attention rows are
     finite, and no option slot; rows are independent, so the real rows' outputs do not change."""
     current, length, slots = batch.shape
-    if rows < current:
-        raise ValueError(f"cannot pad a batch of {current} rows down to {rows}")
-    if rows == current:
+    extra = _padding(current, rows, f"cannot pad a batch of {current} rows down to {rows}")
+    if not extra:
         return batch
-    extra = rows - current
     mask = mx.zeros((extra, length), dtype=mx.bool_)
     mask[:, 0] = True
     return Batch(mx.concatenate([batch.input_ids, mx.full((extra, length), pad_id, dtype=mx.int32)]),
@@ -93,11 +96,9 @@ def pad_rows(batch: Batch, rows: int, pad_id: int) -> Batch:
 def pad_slots(batch: Batch, slots: int) -> Batch:
     """Add unmarked option slots up to `slots` (slot buckets): their logits are -1e4 and change nothing."""
     rows, _, current = batch.shape
-    if slots < current:
-        raise ValueError(f"cannot pad {current} option slots down to {slots}")
-    if slots == current:
+    extra = _padding(current, slots, f"cannot pad {current} option slots down to {slots}")
+    if not extra:
         return batch
-    extra = slots - current
     return Batch(batch.input_ids, batch.attention_mask,
                  mx.concatenate([batch.marker_pos, mx.zeros((rows, extra), dtype=mx.int32)], axis=1),
                  mx.concatenate([batch.marker_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1),

@@ -24,7 +24,8 @@ import os
 import struct
 
 import mlx.core as mx
-import mlx.nn as nn
+
+from .model import geglu as model_geglu, split_heads_rope
 
 OPS = ("add_layer_norm", "layer_norm", "qkv_rope", "geglu", "linear")
 FLOAT_DTYPES = (mx.float16, mx.bfloat16, mx.float32)
@@ -500,7 +501,8 @@ def linear_launch(rows: int, out_features: int, dtype: mx.Dtype):
 
 
 # ----------------------------------------------------------------------------- reference (fallback) ops
-# The ops of laya_opt/model.py (and mlx.nn.Linear / LayerNorm), verbatim and in the same order.
+# What laya_opt/model.py computes (with mlx.nn.Linear / LayerNorm), op for op; the split and GeGLU are
+# the model's own functions.
 
 
 def add_layer_norm_reference(x, residual, weight, bias, eps):
@@ -512,18 +514,8 @@ def layer_norm_reference(x, weight, bias, eps):
     return mx.fast.layer_norm(x, weight, bias, eps)
 
 
-def qkv_rope_reference(qkv, heads, head_dim, base):
-    batch, length, _ = qkv.shape
-    qkv = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]
-    q = mx.fast.rope(q, head_dim, traditional=False, base=base, scale=1.0, offset=0)
-    k = mx.fast.rope(k, head_dim, traditional=False, base=base, scale=1.0, offset=0)
-    return q, k, v
-
-
-def geglu_reference(y):
-    gelu_input, gate = mx.split(y, 2, axis=-1)
-    return nn.gelu(gelu_input) * gate
+qkv_rope_reference = split_heads_rope   # the model's own ops: one home for each
+geglu_reference = model_geglu
 
 
 def linear_reference(x, weight, bias=None, residual=None):

@@ -91,15 +91,22 @@ class ModernBertAttention(nn.Module):
         return reference_self_attention(self, x, ctx, attend)
 
 
+def split_heads_rope(qkv: mx.array, heads: int, head_dim: int, base: float) -> tuple[mx.array, mx.array, mx.array]:
+    """Wqkv's output [B, L, 3D] -> q, k, v [B, H, L, hd], with RoPE on q and k."""
+    batch, length, _ = qkv.shape
+    qkv = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    # mx.fast.rope computes angles in float32 and casts afterwards (spec §5.4).
+    q = mx.fast.rope(q, head_dim, traditional=False, base=base, scale=1.0, offset=0)
+    k = mx.fast.rope(k, head_dim, traditional=False, base=base, scale=1.0, offset=0)
+    return q, k, v
+
+
 def reference_self_attention(attn: ModernBertAttention, x: mx.array, ctx: AttentionInputs,
                              attend: AttentionFn) -> mx.array:
     """Wqkv, split into q/k/v [B, H, L, hd], RoPE on q and k, attention, merged heads, Wo."""
     batch, length, _ = x.shape
-    qkv = attn.Wqkv(x).reshape(batch, length, 3, attn.heads, attn.head_dim).transpose(2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]
-    # mx.fast.rope computes angles in float32 and casts afterwards (spec §5.4).
-    q = mx.fast.rope(q, attn.head_dim, traditional=False, base=attn.base, scale=1.0, offset=0)
-    k = mx.fast.rope(k, attn.head_dim, traditional=False, base=attn.base, scale=1.0, offset=0)
+    q, k, v = split_heads_rope(attn.Wqkv(x), attn.heads, attn.head_dim, attn.base)
     out = attend(q, k, v, ctx, attn.head_dim ** -0.5)
     return attn.Wo(out.transpose(0, 2, 1, 3).reshape(batch, length, -1))
 
@@ -111,8 +118,13 @@ class ModernBertMLP(nn.Module):
         self.Wo = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
 
     def __call__(self, x: mx.array) -> mx.array:
-        gelu_input, gate = mx.split(self.Wi(x), 2, axis=-1)  # Wi rows: [GELU input | gate]
-        return self.Wo(nn.gelu(gelu_input) * gate)
+        return self.Wo(geglu(self.Wi(x)))
+
+
+def geglu(hidden: mx.array) -> mx.array:
+    """gelu(u) * g of Wi's output, whose rows are [GELU input u | gate g]."""
+    gelu_input, gate = mx.split(hidden, 2, axis=-1)
+    return nn.gelu(gelu_input) * gate
 
 
 class ModernBertLayer(nn.Module):

@@ -23,7 +23,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from laya_opt import fused
-from laya_opt.model import AttentionFn, AttentionInputs, ModernBertAttention, global_attention
+from laya_opt.model import AttentionFn, AttentionInputs, ModernBertAttention, geglu, global_attention
 from laya_opt.passes_api import PassSpec
 from laya_opt.schema import checked
 
@@ -62,18 +62,14 @@ def make_kernels(config: FusedEncoderConfig, kernels):
         out = attend(q, k, v, ctx, attn.head_dim ** -0.5)
         return project(attn.Wo, out.transpose(0, 2, 1, 3).reshape(batch, length, -1))
 
+    add_layer_norm = fused.add_layer_norm if config.norms else fused.add_layer_norm_reference
+    gated = fused.geglu if config.geglu else geglu
+
     def add_norm(x: mx.array, update: mx.array, norm: nn.LayerNorm) -> tuple[mx.array, mx.array]:
-        if config.norms:
-            return fused.add_layer_norm(x, update, norm.weight, _bias(norm), norm.eps)
-        total = x + update
-        return total, norm(total)
+        return add_layer_norm(x, update, norm.weight, _bias(norm), norm.eps)
 
     def mlp(block, x: mx.array) -> mx.array:
-        hidden = project(block.Wi, x)
-        if config.geglu:
-            return project(block.Wo, fused.geglu(hidden))
-        gelu_input, gate = mx.split(hidden, 2, axis=-1)
-        return project(block.Wo, nn.gelu(gelu_input) * gate)
+        return project(block.Wo, gated(project(block.Wi, x)))
 
     def encoder_stack(encoder, input_ids: mx.array, attention_mask: mx.array, kernels) -> mx.array:
         x = encoder.embeddings(input_ids)

@@ -130,3 +130,23 @@ def test_chunking_covers_every_question_in_order(count, batch_size):
     groups = insertion_order_planner(batch_size)([None] * count)
     assert [i for group in groups for i in group] == list(range(count))
     assert all(1 <= len(group) <= batch_size for group in groups)
+
+
+def test_padding_a_batch_never_shrinks_it_and_equal_sizes_are_a_no_op(tiny_codec):
+    from laya_opt.batching import pad_batch, pad_rows, pad_slots
+    from laya_opt.prompt import PreparedQuestion
+
+    item = PreparedQuestion(qid="q", type_name="noul", qtype=2, ids=(2, 4, 4, 3, 5, 3), markers=(1, 2),
+                            option_keys=("false", "true"))
+    batch = collate([item], tiny_codec.pad_id)
+    rows, length, slots = batch.shape
+    assert pad_batch(batch, length, 0) is batch and pad_rows(batch, rows, 0) is batch and pad_slots(batch, slots) is batch
+    assert pad_batch(batch, length + 2, 0).shape == (rows, length + 2, slots)
+    assert pad_rows(batch, rows + 1, 0).shape == (rows + 1, length, slots)
+    assert pad_slots(batch, slots + 3).shape == (rows, length, slots + 3)
+    with pytest.raises(ValueError, match=f"cannot pad a batch of length {length} down to {length - 1}"):
+        pad_batch(batch, length - 1, 0)
+    with pytest.raises(ValueError, match=f"cannot pad a batch of {rows} rows down to 0"):
+        pad_rows(batch, 0, 0)
+    with pytest.raises(ValueError, match=f"cannot pad {slots} option slots down to 1"):
+        pad_slots(batch, 1)

@@ -37,7 +37,9 @@ from .console import output_console
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Results directory.")
 def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks, peer, profile, budget_s,
           timed_stages, out_dir):
-    """Time the MLX eager baseline, every accepted stage of EXPERIMENT_FILE and the upstream runtime in one run.
+    """Time the MLX eager baseline, the accepted stages of EXPERIMENT_FILE and the upstream runtime in one run.
+
+    Every stage is gated; --time stages (the default) times every accepted one, --time final only the last.
 
     Answers are compared with the FP32 reference side by side with the speed; upstream's token ids are
     checked against laya-opt's. Writes head_to_head.json, report.md and (with matplotlib) plots.

@@ -30,10 +30,11 @@ def installed(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
                    check=True, capture_output=True)
     (wheel,) = (tmp / "dist").glob("laya_opt-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True)
+    # No pip inside the venv (ensurepip takes 5 s): this interpreter's pip installs into it.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")], check=True)
     bin_dir = tmp / "venv" / "bin"
-    subprocess.run([str(bin_dir / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True)
     # mlx, numpy, tokenizers, ... from this environment's site-packages; its editable laya_opt hook is a .pth,
     # which PYTHONPATH entries never run, so only the wheel's laya_opt is importable.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(site.getsitepackages()))

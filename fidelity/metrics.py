@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from laya_opt.prompt import QTYPES
+
 from .checker import Outputs, QuestionOutput
 
-QTYPES = ("choice", "score", "noul")
 JS_FLOOR = 1e-12          # probabilities clipped before logs, as the decoder's entropy floor
 ECE_BINS = 10
 # A flip between options whose reference probabilities are closer than this is a near tie: any numerical
@@ -300,7 +301,6 @@ class AccuracyRow:
     count: int
     accuracy: float
     ece: float
-    mean_confidence: float
 
 
 def group_value(question: QuestionOutput, name: str) -> str:
@@ -316,7 +316,7 @@ def group_value(question: QuestionOutput, name: str) -> str:
 
 def _row(name: str, value: str, questions: Sequence[QuestionOutput]) -> AccuracyRow:
     return AccuracyRow(grouping=name, value=value, count=len(questions), accuracy=accuracy(questions),
-                       ece=outputs_ece(questions), mean_confidence=_mean([q.answer_confidence for q in questions]))
+                       ece=outputs_ece(questions))
 
 
 def accuracy_table(outputs: Outputs, by: Sequence[str] = ("type", "language", "options")) -> tuple[AccuracyRow, ...]:

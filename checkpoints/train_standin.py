@@ -310,7 +310,7 @@ def training_report(metrics: dict, command: str) -> str:
                              [[name, "validation" if name == metrics["validation_suite"] else "held-out",
                                f"{r['overall']['accuracy']:.4f}", f"{r['lexical']['overall']:.4f}", f"{r['ece']:.4f}",
                                r["overall"]["n"]] for name, r in suites.items()], "llrrrr"), ""]
-    for key in ("type", "language", "options", "length_class"):
+    for key in GROUPINGS:
         lines += _table(f"by {key}", after[f"by_{key}"])
     return "\n".join(lines)
 

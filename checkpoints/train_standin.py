@@ -56,7 +56,7 @@ import numpy as np
 from laya_opt import fidelity
 from laya_opt.fidelity import lexicon
 from laya_opt.fidelity.generator import iter_training_records
-from laya_opt.fidelity.checker import evaluate, requests_from_suite
+from laya_opt.fidelity.checker import evaluate, label_index, requests_from_suite
 from laya_opt.fidelity.hard_cases import generate_hard
 from laya_opt.fidelity.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import accuracy_table
@@ -71,19 +71,11 @@ from laya_opt.prompt import prepare_request
 from laya_opt.report import markdown_table
 from laya_opt.runtime import load_runtime
 from laya_opt.tokens import load_codec
-from standin_data import (NO_FACT, NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches, load_packed, pack,
+from standin_data import (NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches, load_packed, pack,
                           save_packed, stop_token_ids)
 
 TYPES = ("choice", "score", "noul")
 FACT_IDS = tuple(sorted(lexicon.FACTS))
-
-
-def label_index(prepared, label) -> int:
-    if prepared.type_name == "choice":
-        return prepared.option_keys.index(str(label))
-    if prepared.type_name == "score":
-        return int(label)
-    return 1 if label else 0
 
 
 def prepared_questions(records, codec, agent):
@@ -95,8 +87,8 @@ def prepared_questions(records, codec, agent):
 
 def prepare_records(records, codec, agent):
     """(PreparedQuestion, label index, tags) for every question of every record."""
-    return [(item, label_index(item, record.labels[item.qid]), record.tags[item.qid])
-            for record, item in prepared_questions(records, codec, agent)]
+    return [(item, label_index(item.qid, item.type_name, item.option_keys, record.labels[item.qid]),
+             record.tags[item.qid]) for record, item in prepared_questions(records, codec, agent)]
 
 
 def _state_text(state) -> str:
@@ -318,7 +310,7 @@ def training_report(metrics: dict, command: str) -> str:
                              [[name, "validation" if name == metrics["validation_suite"] else "held-out",
                                f"{r['overall']['accuracy']:.4f}", f"{r['lexical']['overall']:.4f}", f"{r['ece']:.4f}",
                                r["overall"]["n"]] for name, r in suites.items()], "llrrrr"), ""]
-    for key in ("type", "language", "options", "length_class"):
+    for key in GROUPINGS:
         lines += _table(f"by {key}", after[f"by_{key}"])
     return "\n".join(lines)
 
@@ -363,7 +355,8 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
             break
         records.append(record)
     pairs = list(prepared_questions(records, codec, agent))
-    packed = pack([(item, label_index(item, record.labels[item.qid]), None) for record, item in pairs],
+    packed = pack([(item, label_index(item.qid, item.type_name, item.option_keys, record.labels[item.qid]), None)
+                   for record, item in pairs],
                   [noul_target(record, item.qid) for record, item in pairs],
                   [record.tags[item.qid].phenomenon is None for record, item in pairs])
     if args.data_cache:

@@ -54,6 +54,11 @@ class QuestionOutput:
         """max p (for noul the probability of the predicted class): the quantity ECE is computed on."""
         return float(np.max(self.probabilities))  # NaN when the probabilities are
 
+    @property
+    def correct(self) -> bool:
+        """The predicted option is the labelled one (False when unlabelled or not finite)."""
+        return self.argmax == self.label_index
+
 
 @dataclass(frozen=True, eq=False)  # holds numpy arrays: compare fields, not objects
 class Outputs:

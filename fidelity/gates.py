@@ -150,12 +150,6 @@ def parse_gate(spec: str | Mapping, path: str = "gate") -> Gate:
     return Gate(fields.metric, fields.op, fields.threshold, requires_labels, fields.noise_floor, fields.derivation)
 
 
-def parse_gates(specs: Any, path: str = "gates") -> tuple[Gate, ...]:
-    if isinstance(specs, (str, Mapping)) or not isinstance(specs, Sequence):
-        raise SchemaError(f"{path}: expected a list of gates, got {type(specs).__name__}")
-    return tuple(parse_gate(spec, f"{path}[{index}]") for index, spec in enumerate(specs))
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Gates files
 

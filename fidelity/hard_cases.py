@@ -45,7 +45,7 @@ from typing import Any, Iterator
 from laya_opt.prompt import validate_question
 
 from . import lexicon as lx
-from .generator import build_state, noul_definition
+from .generator import _join, _weighted, build_state, noul_definition
 from .hard_templates import HARD_WORDINGS, HELDOUT_HARD, HardWording
 from .paraphrases import PARAPHRASES
 from .suites import QuestionTag, SuiteRecord
@@ -183,8 +183,7 @@ def _score_case(rng, w: Wording, lang: str, family: str, phenomenon: str) -> Cas
 
 def _pair(rng, lang: str, earlier: str, current: str) -> str:
     """The earlier and the current statement as one block, in either order (no "last one wins" shortcut)."""
-    pair = (earlier, current) if rng.random() < 0.5 else (current, earlier)
-    return ("" if lang in lx.CJK_LANGUAGES else " ").join(pair)
+    return _join(lang, (earlier, current) if rng.random() < 0.5 else (current, earlier))
 
 
 # --- noul --------------------------------------------------------------------------------------------
@@ -234,9 +233,9 @@ def _make_case(rng, w: Wording, lang: str, used: set[str]) -> Case | None:
 
 def _make_record(rng: random.Random, w: Wording, rid: str) -> SuiteRecord:
     lang = rng.choice(lx.LANGUAGES)
-    kind = rng.choices(_KINDS, weights=_KIND_WEIGHTS, k=1)[0]
-    length = rng.choices(list(_LENGTH_WEIGHTS), weights=list(_LENGTH_WEIGHTS.values()), k=1)[0]
-    n_questions = rng.choices(range(1, 5), weights=_NQ_WEIGHTS, k=1)[0]
+    kind = _weighted(rng, _KINDS, _KIND_WEIGHTS)
+    length = _weighted(rng, _LENGTH_WEIGHTS, _LENGTH_WEIGHTS.values())
+    n_questions = _weighted(rng, range(1, 5), _NQ_WEIGHTS)
     cases: list[Case] = []
     for attempt in itertools.count():   # a draw can need a family already used, or be rejected: draw again
         if len(cases) == n_questions or (cases and attempt >= 8 * n_questions):

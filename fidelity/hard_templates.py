@@ -36,9 +36,7 @@ class HardWording:
                 for items in getattr(self, field.name).values() for item in items]
 
 
-_TRAIN = HardWording(
-    name="train",
-    option_description=_table("""
+_TRAIN = HardWording("train", option_description=_table("""
 en=things like {words}
 de=Dinge wie {words}
 fr=des choses comme {words}
@@ -130,9 +128,7 @@ hi="{s}" वाली पंक्ति ग़लती से लिखी ग
 """, "hard/train/fact_retract"),
 )
 
-_VALIDATION = HardWording(
-    name="validation",
-    option_description=_table("""
+_VALIDATION = HardWording("validation", option_description=_table("""
 en=topics such as {words}
 de=Themen wie {words}
 fr=des sujets tels que {words}
@@ -224,9 +220,7 @@ hi=मेरी पिछली पंक्ति "{s}" हटा दें, �
 """, "hard/validation/fact_retract"),
 )
 
-_HELDOUT = HardWording(
-    name="heldout",
-    option_description=_table("""
+_HELDOUT = HardWording("heldout", option_description=_table("""
 en=anything involving {words}
 de=alles rund um {words}
 fr=tout ce qui touche à {words}

@@ -181,8 +181,8 @@ def case_of(type_name: str, tags: dict) -> str | None:
     return f"{type_name}/{tags['phenomenon']}" if tags.get("phenomenon") else None
 
 
-def accuracy_by(answers: Sequence[BaselineAnswer], key) -> dict[str, dict]:
-    """{group: {"accuracy", "n"}} over the answers whose key(answer) is not None."""
+def accuracy_by(answers: Sequence, key) -> dict[str, dict]:
+    """{group: {"accuracy", "n"}} over the answers (anything with `.correct`) whose key(answer) is not None."""
     groups: dict[str, list[bool]] = {}
     for answer in answers:
         value = key(answer)

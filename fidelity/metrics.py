@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from laya_opt.prompt import QTYPES
+
 from .checker import Outputs, QuestionOutput
 
-QTYPES = ("choice", "score", "noul")
 JS_FLOOR = 1e-12          # probabilities clipped before logs, as the decoder's entropy floor
 ECE_BINS = 10
 # A flip between options whose reference probabilities are closer than this is a near tie: any numerical
@@ -80,6 +81,11 @@ class FidelityReport:
 # Elementary measures
 
 
+def top_two_margin(probabilities: np.ndarray) -> float:
+    top = np.sort(probabilities)[::-1]
+    return float(top[0] - top[1]) if top.size > 1 else 1.0
+
+
 def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen-Shannon divergence in nats, probabilities clipped at 1e-12; in [0, ln 2], exactly 0 when p == q."""
     p = np.clip(np.asarray(p, dtype=np.float64), JS_FLOOR, 1.0)
@@ -142,13 +148,13 @@ def accuracy(questions: Sequence[QuestionOutput]) -> float:
     labelled = [q for q in questions if q.label_index is not None]
     if not labelled:
         raise ValueError("accuracy needs at least one labelled question")
-    return sum(q.argmax == q.label_index for q in labelled) / len(labelled)
+    return sum(q.correct for q in labelled) / len(labelled)
 
 
 def outputs_ece(questions: Sequence[QuestionOutput], bins: int = ECE_BINS) -> float:
     """ECE on answer_confidence over the labelled questions."""
     labelled = [q for q in questions if q.label_index is not None]
-    return ece([q.answer_confidence for q in labelled], [q.argmax == q.label_index for q in labelled], bins)
+    return ece([q.answer_confidence for q in labelled], [q.correct for q in labelled], bins)
 
 
 def _token_mismatch(reference: QuestionOutput, candidate: QuestionOutput) -> str | None:
@@ -174,8 +180,7 @@ def compare_question(reference: QuestionOutput, candidate: QuestionOutput) -> Qu
         raise ValueError(f"question {reference.key}: labels differ ({reference.label!r} vs {candidate.label!r})")
     dp = candidate.probabilities - reference.probabilities
     abs_dp = np.abs(dp)
-    top = np.sort(reference.probabilities)[::-1]
-    margin = float(top[0] - top[1]) if top.size > 1 else 1.0
+    margin = top_two_margin(reference.probabilities)
     score_drift = None
     if reference.type_name == "score":
         score_drift = abs(candidate.score_expectation - reference.score_expectation)
@@ -300,7 +305,6 @@ class AccuracyRow:
     count: int
     accuracy: float
     ece: float
-    mean_confidence: float
 
 
 def group_value(question: QuestionOutput, name: str) -> str:
@@ -316,7 +320,7 @@ def group_value(question: QuestionOutput, name: str) -> str:
 
 def _row(name: str, value: str, questions: Sequence[QuestionOutput]) -> AccuracyRow:
     return AccuracyRow(grouping=name, value=value, count=len(questions), accuracy=accuracy(questions),
-                       ece=outputs_ece(questions), mean_confidence=_mean([q.answer_confidence for q in questions]))
+                       ece=outputs_ece(questions))
 
 
 def accuracy_table(outputs: Outputs, by: Sequence[str] = ("type", "language", "options")) -> tuple[AccuracyRow, ...]:

@@ -28,16 +28,11 @@ from laya_opt.resources import checkpoint_path, suite_names, suite_path
 from laya_opt.runtime import load_runtime
 
 from .checker import QuestionOutput, evaluate, requests_from_suite
-from .lexical_baseline import baseline_report, case_of
-from .metrics import NEAR_TIE_MARGIN, accuracy, outputs_ece
+from .lexical_baseline import accuracy_by, baseline_report, case_of
+from .metrics import NEAR_TIE_MARGIN, accuracy, outputs_ece, top_two_margin
 from .suites import Suite, load_suite
 
 TOP1_EDGES = (0.0, 0.5, 0.7, 0.9, 0.99, 1.0)   # bins [a, b), the last one closed: 0.99-1.00 is "saturated"
-
-
-def top_two_margin(probabilities: np.ndarray) -> float:
-    top = np.sort(probabilities)[::-1]
-    return float(top[0] - top[1]) if top.size > 1 else 1.0
 
 
 def top1_bins(confidences: Sequence[float]) -> list[dict]:
@@ -48,28 +43,19 @@ def top1_bins(confidences: Sequence[float]) -> list[dict]:
             for i, (lo, hi) in enumerate(zip(TOP1_EDGES, TOP1_EDGES[1:]))]
 
 
-def _accuracy_by(questions: Sequence[QuestionOutput], key) -> dict[str, dict]:
-    groups: dict[str, list[QuestionOutput]] = {}
-    for question in questions:
-        value = key(question)
-        if value is not None:
-            groups.setdefault(value, []).append(question)
-    return {value: {"accuracy": accuracy(members), "n": len(members)} for value, members in sorted(groups.items())}
-
-
 def model_report(questions: Sequence[QuestionOutput]) -> dict:
     margins = [top_two_margin(q.probabilities) for q in questions]
     near = [q for q, m in zip(questions, margins) if m < NEAR_TIE_MARGIN]
     decisive = [q for q, m in zip(questions, margins) if m >= NEAR_TIE_MARGIN]
     report = {
         "overall": {"accuracy": accuracy(questions), "n": len(questions)},
-        "by_type": _accuracy_by(questions, lambda q: q.type_name),
+        "by_type": accuracy_by(questions, lambda q: q.type_name),
         "ece": outputs_ece(questions),
         "top1": top1_bins([q.answer_confidence for q in questions]),
         "decisive": {"n": len(decisive), "accuracy": accuracy(decisive) if decisive else None},
         "near_tie": {"n": len(near), "accuracy": accuracy(near) if near else None},
     }
-    by_case = _accuracy_by(questions, lambda q: case_of(q.type_name, q.tags))
+    by_case = accuracy_by(questions, lambda q: case_of(q.type_name, q.tags))
     if by_case:
         report["by_case"] = by_case
     return report

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from .lexicon import LANGUAGES
 
-GROUPS = ("train", "heldout", "validation")
-
 
 def group_of(split: str) -> str:
     """Template group of a split: held-out and validation data use their own templates, calib shares training's."""
@@ -66,12 +64,24 @@ class TemplateGroup:
         return out
 
 
-FAMILIES = ("department", "product", "urgency", "mood", "rating", "severity")
-SLOTS = ("department", "product", "urgency", "mood", "rating")
+# Word of the ticket/case headers, one column per group: train, heldout, validation.
+_CASE_WORDS = _table("""
+en=Ticket|Case|Request
+de=Ticket|Fall|Vorgang
+fr=Ticket|Dossier|Demande
+es=Ticket|Caso|Solicitud
+ru=Заявка|Обращение|Запрос
+zh=工单|案例|请求
+ja=チケット|案件|依頼
+hi=टिकट|मामला|अनुरोध
+""", "case_word")
 
-_TRAIN = TemplateGroup(
-    name="train",
-    instructions={
+
+def _case_word(group: int) -> dict[str, tuple[str, ...]]:
+    return {lang: words[group:group + 1] for lang, words in _CASE_WORDS.items()}
+
+
+_TRAIN = TemplateGroup("train", instructions={
         "department": _table("""
 en=Which department should handle this ticket?|Route this request to the right team.|Pick the team responsible for this message.
 de=Welche Abteilung soll dieses Ticket bearbeiten?|Leite diese Anfrage an das richtige Team weiter.|Wähle das zuständige Team für diese Nachricht.
@@ -235,25 +245,14 @@ zh=此致敬礼，|谢谢，
 ja=よろしくお願いします。|ありがとうございます。
 hi=सादर,|धन्यवाद,
 """, "train/closings"),
-    case_word=_table("""
-en=Ticket
-de=Ticket
-fr=Ticket
-es=Ticket
-ru=Заявка
-zh=工单
-ja=チケット
-hi=टिकट
-""", "train/case_word"),
+    case_word=_case_word(0),
     log_filler=("GET /api/v2/items 200 ({n} ms)", "cache refreshed, {n} entries", "heartbeat ok seq={n}",
                 "worker {n} started", "scheduled job sync-{n} finished", "connection pool size {n}"),
     log_line="{ts} {level} {svc}: {msg}",
     json_keys=("ticket_id", "channel", "subject", "message", "history"),
 )
 
-_HELDOUT = TemplateGroup(
-    name="heldout",
-    instructions={
+_HELDOUT = TemplateGroup("heldout", instructions={
         "department": _table("""
 en=Which team owns this request?|Who should take care of this case?
 de=Welches Team ist für dieses Anliegen zuständig?|Wer sollte sich um diesen Fall kümmern?
@@ -417,25 +416,14 @@ zh=祝好，
 ja=敬具
 hi=शुभकामनाओं सहित,
 """, "heldout/closings"),
-    case_word=_table("""
-en=Case
-de=Fall
-fr=Dossier
-es=Caso
-ru=Обращение
-zh=案例
-ja=案件
-hi=मामला
-""", "heldout/case_word"),
+    case_word=_case_word(1),
     log_filler=("POST /v3/sessions 201 in {n}ms", "metrics flushed ({n} points)", "health check passed #{n}",
                 "consumer lag {n}", "config reloaded rev {n}"),
     log_line="[{ts}] {svc} {level} - {msg}",
     json_keys=("case", "source", "summary", "text", "previous_messages"),
 )
 
-_VALIDATION = TemplateGroup(
-    name="validation",
-    instructions={
+_VALIDATION = TemplateGroup("validation", instructions={
         "department": _table("""
 en=Which unit should pick up this message?|Assign this case to a team.
 de=Welche Einheit soll diese Nachricht übernehmen?|Weise diesen Vorgang einem Team zu.
@@ -599,16 +587,7 @@ zh=此致，
 ja=どうぞよろしく。
 hi=आभार सहित,
 """, "validation/closings"),
-    case_word=_table("""
-en=Request
-de=Vorgang
-fr=Demande
-es=Solicitud
-ru=Запрос
-zh=请求
-ja=依頼
-hi=अनुरोध
-""", "validation/case_word"),
+    case_word=_case_word(2),
     log_filler=("PUT /v1/jobs 204 after {n} ms", "queue depth {n}", "ping ok ({n})", "gc pause {n} ms",
                 "lease renewed id={n}"),
     log_line="{ts} | {level} | {svc} | {msg}",

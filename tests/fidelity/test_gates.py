@@ -11,7 +11,7 @@ from gate_fixtures import measured
 from laya_opt.errors import InputError, SchemaError
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
 from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
-                                     dump_gates_file, load_gates_file, parse_gate, parse_gates)
+                                     dump_gates_file, load_gates_file, parse_gate)
 
 PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
            "argmax_flips": 0.0, "decisive_agreement": 1.0, "decisive_flips": 0.0, "max_abs_dp": 0.0,
@@ -44,7 +44,7 @@ def test_parse_string_and_mapping_forms():
         Gate("ece_delta", "<=", 0.05, requires_labels=False)
 
 
-def test_parse_gates_from_yaml():
+def test_parse_gate_forms_from_yaml():
     text = """
 gates:
   - {metric: argmax_agreement, op: ">=", threshold: 1.0}
@@ -54,7 +54,7 @@ gates:
     op: ">="
     threshold: -0.02
 """
-    gates = parse_gates(yaml.safe_load(text)["gates"])
+    gates = tuple(parse_gate(spec) for spec in yaml.safe_load(text)["gates"])
     assert gates == (Gate("argmax_agreement", ">=", 1.0), Gate("max_abs_dp", "<=", 1e-4),
                      Gate("token_identity", "==", 1.0), Gate("accuracy_delta", ">=", -0.02, requires_labels=True))
 
@@ -76,13 +76,7 @@ gates:
 ])
 def test_parse_errors_name_the_key_path(spec, message):
     with pytest.raises(ValueError, match=message):
-        parse_gates([spec], "stage.gates")
-
-
-def test_parse_gates_needs_a_list():
-    for bad in ("max_abs_dp <= 1", {"metric": "max_abs_dp"}, 7):
-        with pytest.raises(ValueError, match="stage.gates: expected a list of gates"):
-            parse_gates(bad, "stage.gates")
+        parse_gate(spec, "stage.gates[0]")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -56,7 +56,6 @@ class Execution:
     logits: tuple[np.ndarray, ...]   # float32 per question, length K of its batch (pad slots -1e4)
     action: tuple[np.ndarray, ...]   # float32 [A] per question
     inputs: tuple[ModelInput, ...] | None  # filled when traced
-    batch_shapes: tuple[tuple[int, int, int], ...]  # (B, L, K) per forward, as planned
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,6 @@ class Runtime:
         logits: list[np.ndarray | None] = [None] * count
         action: list[np.ndarray | None] = [None] * count
         inputs: list[ModelInput | None] = [None] * count
-        shapes = []
 
         def finish(group, batch, outputs) -> None:
             mx.eval(*outputs)
@@ -126,14 +124,13 @@ class Runtime:
             tick("graph_build")
             mx.async_eval(*outputs)
             tick("dispatch")
-            shapes.append(batch.shape)
             if pending is not None:
                 finish(*pending)
             pending = (group, batch, outputs)
         if pending is not None:
             finish(*pending)
         return Execution(prepared=tuple(prepared), logits=tuple(logits), action=tuple(action),
-                         inputs=tuple(inputs) if trace else None, batch_shapes=tuple(shapes))
+                         inputs=tuple(inputs) if trace else None)
 
     def decode(self, execution: Execution) -> dict:
         try:

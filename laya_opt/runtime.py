@@ -18,7 +18,7 @@ import mlx.nn as nn
 import numpy as np
 
 from .batching import Batch, Planner, check_plan, collate, insertion_order_planner
-from .checkpoint import Checkpoint, load_checkpoint
+from .checkpoint import Checkpoint, dtype_name, load_checkpoint
 from .config import AgentConfig, EncoderConfig
 from .decode import Calibration, decode_answers, envelope
 from .model import DEFAULT_KERNELS, Kernels, LayaModel
@@ -138,7 +138,7 @@ class Runtime:
             answers = {item.qid: answer for item, answer in zip(execution.prepared, decoded)}
         except FloatingPointError as exc:  # weights are checked finite at load: the activations overflowed
             advice = "; retry in float32" if self.dtype != mx.float32 else ", from finite weights"
-            raise FloatingPointError(f"{exc} in {str(self.dtype).removeprefix('mlx.core.')}{advice}") from None
+            raise FloatingPointError(f"{exc} in {dtype_name(self.dtype)}{advice}") from None
         return envelope(answers, execution.prepared)
 
     def predict(self, state: Any, questions: Mapping) -> dict:
@@ -160,8 +160,6 @@ def model_inputs(batch: Batch) -> list[ModelInput]:
 
 def runtime_from_checkpoint(checkpoint: Checkpoint, batch_size: int = 16) -> Runtime:
     agent = checkpoint.agent_config
-    from .checkpoint import dtype_name
-
     return Runtime(model=checkpoint.model, codec=checkpoint.codec, encoder_config=checkpoint.encoder_config,
                    agent_config=agent, calibration=checkpoint.calibration,
                    dtype=checkpoint.dtype, identity=f"{checkpoint.weights_sha256[:16]}:{dtype_name(checkpoint.dtype)}",

@@ -304,8 +304,7 @@ def build_random_model(encoder: EncoderConfig, agent: AgentConfig, seed: int, dt
     for name, value in tree_flatten(model.parameters()):
         if name == "temperature":
             params.append((name, mx.ones((3,), dtype=dtype)))
-        elif name.endswith("norm.weight") or name.endswith("norm1.weight") or name.endswith("norm2.weight") \
-                or name == "scorer.layers.0.weight":
+        elif name.endswith(("norm.weight", "norm1.weight", "norm2.weight")) or name == "scorer.layers.0.weight":
             params.append((name, (1.0 + 0.05 * mx.random.normal(value.shape)).astype(dtype)))
         elif name.endswith(".bias"):
             params.append((name, (0.02 * mx.random.normal(value.shape)).astype(dtype)))

@@ -1,6 +1,7 @@
 """Calibration tables and answer decoding (spec §3.3, §9)."""
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 import warnings
@@ -18,6 +19,7 @@ TEMP_MAX = 5.0
 FALLBACK_TEMPERATURE = 1.0   # replaces non-numeric and non-finite table entries
 MIN_DIVISOR = 1e-3           # guards a hand-built Calibration; clamped tables never get near it
 OPTION_BUCKETS = ("2", "3-5", "6-10", "11+")
+BUCKET_TOPS = (2, 5, 10)     # the largest k of each bucket but the last
 ENTROPY_FLOOR = 1e-12
 ROUND_DIGITS = 4
 MODEL_NAME = "laya-rl-agent"
@@ -93,13 +95,7 @@ def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0), temperature_by_o
 
 def option_bucket(k: int) -> str:
     """Size bucket of §9: 2 (k <= 2), 3-5, 6-10, 11+."""
-    if k <= 2:
-        return "2"
-    if k <= 5:
-        return "3-5"
-    if k <= 10:
-        return "6-10"
-    return "11+"
+    return OPTION_BUCKETS[bisect.bisect_left(BUCKET_TOPS, k)]  # the first bucket whose largest k is >= k
 
 
 def temperature_for(calibration: Calibration, type_name: str, k: int) -> float:

@@ -40,7 +40,7 @@ def apply(runtime, pass_, /, data=None, **settings):
     Data a pass needs (e.g. `plan_from="heldout"`) is resolved from its name unless `data` gives it.
     """
     from .passes_api import PassSpec, apply_pass
-    from .pipeline import default_resolver
+    from .pipeline import pass_data
     from .registry import build_registry
 
     registry = build_registry()
@@ -53,7 +53,7 @@ def apply(runtime, pass_, /, data=None, **settings):
         spec, config = registry.for_config(pass_), pass_
     spec.check(runtime.model, config)  # a setting the model cannot take is an InputError, not the pass failing
     if data is None:
-        data = {name: default_resolver(kind, value) for name, (kind, value) in spec.data_names(config).items()}
+        data = pass_data(spec, config)
     return apply_pass(spec, runtime, config, data)
 
 

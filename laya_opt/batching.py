@@ -33,16 +33,11 @@ class Batch:
         return batch_size, length, self.marker_pos.shape[1]
 
 
-def collate(items: Sequence[PreparedQuestion], pad_id: int, pad_to_multiple: int | None = None,
-            max_length: int | None = None) -> Batch:
+def collate(items: Sequence[PreparedQuestion], pad_id: int) -> Batch:
     """Right-pad ids with `pad_id`; K = max(2, most markers); padding is never marked as an option."""
     if not items:
         raise ValueError("collate needs at least one prepared question")
     length = max(len(item.ids) for item in items)
-    if pad_to_multiple:
-        length = -(-length // pad_to_multiple) * pad_to_multiple
-        if max_length is not None:
-            length = max(min(length, max_length), max(len(item.ids) for item in items))
     slots = max(2, max(len(item.markers) for item in items))
     ids = np.full((len(items), length), pad_id, dtype=np.int32)
     mask = np.zeros((len(items), length), dtype=bool)
@@ -123,11 +118,3 @@ def check_plan(groups: Sequence[Sequence[int]], count: int) -> None:
     seen = sorted(index for group in groups for index in group)
     if seen != list(range(count)) or any(len(group) == 0 for group in groups):
         raise RuntimeError(f"batch planner returned an invalid plan for {count} questions: {groups!r}")
-
-
-def padding_waste(items: Sequence[PreparedQuestion], groups: Sequence[Sequence[int]],
-                  padded_len: Callable[[int], int] = lambda length: length) -> float:
-    """1 - sum(len_i) / sum(B*L) over the planned batches (spec §12.4)."""
-    real = sum(item.length for item in items)
-    padded = sum(len(group) * padded_len(max(items[i].length for i in group)) for group in groups)
-    return 0.0 if padded == 0 else 1.0 - real / padded

@@ -52,7 +52,7 @@ def parse_dtype(name: str | mx.Dtype) -> mx.Dtype:
 
 
 def dtype_name(dtype: mx.Dtype) -> str:
-    return {value: key for key, value in DTYPES.items()}.get(dtype) or str(dtype).removeprefix("mlx.core.")
+    return str(dtype).removeprefix("mlx.core.")  # "float16": DTYPES' keys are MLX's own names
 
 
 def to_mlx_name(name: str) -> str:
@@ -94,8 +94,8 @@ def binding_problems(model: LayaModel, tensors: Mapping[str, Any]) -> list[str]:
     for name in sorted(set(expected) & set(tensors)):
         want_float = mx.issubdtype(expected[name].dtype, mx.floating)
         if want_float != mx.issubdtype(tensors[name].dtype, mx.floating):
-            problems.append(f"wrong dtype kind: {name} is {_dtype_text(tensors[name].dtype)}, model expects "
-                            f"{_dtype_text(expected[name].dtype)}")
+            problems.append(f"wrong dtype kind: {name} is {dtype_name(tensors[name].dtype)}, model expects "
+                            f"{dtype_name(expected[name].dtype)}")
     return problems
 
 
@@ -209,8 +209,8 @@ def stored_dtype(tensors: Mapping[str, TensorInfo], mlx_config: dict, source: st
     odd = sorted(name for name, dtype in floating.items() if dtype != expected)
     if odd:
         what = "mlx_config.json's dtype" if declared else "the dtype of the other floating tensors"
-        listed = ", ".join(f"{name} ({_dtype_text(floating[name])})" for name in odd[:5])
-        raise CheckpointError(f"{source}: {len(odd)} floating tensor(s) are not {_dtype_text(expected)}, {what}: "
+        listed = ", ".join(f"{name} ({dtype_name(floating[name])})" for name in odd[:5])
+        raise CheckpointError(f"{source}: {len(odd)} floating tensor(s) are not {dtype_name(expected)}, {what}: "
                               f"{listed}{' ...' if len(odd) > 5 else ''}")
     return expected
 
@@ -304,8 +304,7 @@ def build_random_model(encoder: EncoderConfig, agent: AgentConfig, seed: int, dt
     for name, value in tree_flatten(model.parameters()):
         if name == "temperature":
             params.append((name, mx.ones((3,), dtype=dtype)))
-        elif name.endswith("norm.weight") or name.endswith("norm1.weight") or name.endswith("norm2.weight") \
-                or name == "scorer.layers.0.weight":
+        elif name.endswith(("norm.weight", "norm1.weight", "norm2.weight")) or name == "scorer.layers.0.weight":
             params.append((name, (1.0 + 0.05 * mx.random.normal(value.shape)).astype(dtype)))
         elif name.endswith(".bias"):
             params.append((name, (0.02 * mx.random.normal(value.shape)).astype(dtype)))
@@ -463,10 +462,6 @@ def _listed_schemes(quant_meta: Any, tensors: Mapping[str, Any], source: str) ->
     return schemes
 
 
-def _dtype_text(dtype: mx.Dtype) -> str:
-    return str(dtype).removeprefix("mlx.core.")
-
-
 def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors: Mapping[str, mx.array]) -> list[str]:
     rows, width = module.weight.shape
     problems = quantization_problems({path: module}, scheme, {path: "quantization.modules"})
@@ -477,7 +472,7 @@ def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors:
     if packed is None:
         problems.append(f"{path}: listed as quantized but there is no {path}.weight tensor")
     elif packed.dtype != mx.uint32:
-        problems.append(f"{path}: packed weight is {_dtype_text(packed.dtype)}, expected uint32")
+        problems.append(f"{path}: packed weight is {dtype_name(packed.dtype)}, expected uint32")
     elif tuple(packed.shape) != (rows, width * scheme.bits // 32):
         problems.append(f"{path}: packed weight shape {tuple(packed.shape)} does not match {scheme.label} "
                         f"for ({rows}, {width}); expected {(rows, width * scheme.bits // 32)}")
@@ -487,7 +482,7 @@ def _tensor_problems(path: str, module: nn.Module, scheme: QuantScheme, tensors:
         problems.append(f"{path}: scales shape {tuple(scales.shape)} is inconsistent with {scheme.label} "
                         f"for ({rows}, {width}); expected {groups}")
     elif (scheme.mode == "affine") != mx.issubdtype(scales.dtype, mx.floating):
-        problems.append(f"{path}: scales dtype {_dtype_text(scales.dtype)} does not fit mode {scheme.mode!r}")
+        problems.append(f"{path}: scales dtype {dtype_name(scales.dtype)} does not fit mode {scheme.mode!r}")
     if scheme.mode == "affine" and biases is None:
         problems.append(f"{path}: affine mode needs a {path}.biases tensor")
     elif scheme.mode == "affine" and tuple(biases.shape) != groups:

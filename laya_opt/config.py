@@ -211,11 +211,10 @@ ARCHITECTURES = {
 }
 
 
-def architecture(name: str, vocab_size: int | None = None) -> tuple[EncoderConfig, AgentConfig]:
+def architecture(name: str) -> tuple[EncoderConfig, AgentConfig]:
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
     enc_raw, agent_raw = ARCHITECTURES[name]
-    enc_raw = dict(enc_raw, **({"vocab_size": vocab_size} if vocab_size else {}))
     encoder = parse_encoder_config(enc_raw, source=f"architecture {name}")
     return encoder, parse_agent_config(dict(agent_raw), encoder, source=f"architecture {name}")
 

@@ -1,6 +1,7 @@
 """Calibration tables and answer decoding (spec §3.3, §9)."""
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 import warnings
@@ -18,6 +19,7 @@ TEMP_MAX = 5.0
 FALLBACK_TEMPERATURE = 1.0   # replaces non-numeric and non-finite table entries
 MIN_DIVISOR = 1e-3           # guards a hand-built Calibration; clamped tables never get near it
 OPTION_BUCKETS = ("2", "3-5", "6-10", "11+")
+BUCKET_TOPS = (2, 5, 10)     # the largest k of each bucket but the last
 ENTROPY_FLOOR = 1e-12
 ROUND_DIGITS = 4
 MODEL_NAME = "laya-rl-agent"
@@ -25,12 +27,10 @@ MODEL_NAME = "laya-rl-agent"
 
 @dataclass(frozen=True)
 class Calibration:
-    """Clamped temperature tables (used) next to the tables as configured (kept for reporting)."""
+    """The clamped temperature tables decoding uses (AgentConfig keeps them as configured)."""
 
     temperature: tuple[float, float, float] = (1.0, 1.0, 1.0)           # [choice, score, noul]
     temperature_by_options: dict[str, float] = field(default_factory=dict, hash=False)  # "<type>:<size>" -> t
-    temperature_raw: tuple = (1.0, 1.0, 1.0)
-    temperature_by_options_raw: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -90,19 +90,12 @@ def calibration_from_tables(temperature: Any = (1.0, 1.0, 1.0), temperature_by_o
     if changes:
         warnings.warn(f"{where}temperatures clamped to [{TEMP_MIN}, {TEMP_MAX}] (non-numeric or non-finite -> "
                       f"{FALLBACK_TEMPERATURE}, spec §3.3): " + "; ".join(changes), InputWarning, stacklevel=2)
-    return Calibration(temperature=per_type, temperature_by_options=buckets, temperature_raw=tuple(entries),
-                       temperature_by_options_raw=dict(raw_buckets))
+    return Calibration(temperature=per_type, temperature_by_options=buckets)
 
 
 def option_bucket(k: int) -> str:
     """Size bucket of §9: 2 (k <= 2), 3-5, 6-10, 11+."""
-    if k <= 2:
-        return "2"
-    if k <= 5:
-        return "3-5"
-    if k <= 10:
-        return "6-10"
-    return "11+"
+    return OPTION_BUCKETS[bisect.bisect_left(BUCKET_TOPS, k)]  # the first bucket whose largest k is >= k
 
 
 def temperature_for(calibration: Calibration, type_name: str, k: int) -> float:
@@ -174,28 +167,12 @@ def act_probability(action_row: Any, qid: Any = None) -> float:
 
 
 def _entropy_confidence_rows(p: np.ndarray) -> np.ndarray:
+    """clip(1 - H(p)/log k, 0, 1) per row, for choice and score; 1.0 when k < 2."""
     if p.shape[1] < 2:
         return np.ones(p.shape[0], dtype=np.float32)
     log_p = np.log(np.clip(p, np.float32(ENTROPY_FLOOR), np.float32(1.0)))
     entropy = -(p * log_p).sum(axis=1, dtype=np.float32)
     return np.clip(np.float32(1.0) - entropy / np.float32(math.log(p.shape[1])), 0.0, 1.0)
-
-
-def entropy_confidence(probabilities: np.ndarray) -> float:
-    """clip(1 - H(p)/log k, 0, 1) for choice and score; 1.0 when k < 2."""
-    return float(_entropy_confidence_rows(np.asarray(probabilities, dtype=np.float32)[None])[0])
-
-
-def noul_confidence(probabilities: np.ndarray) -> float:
-    """max(p_true, 1 - p_true)."""
-    p_true = np.float32(probabilities[1])
-    return float(max(p_true, np.float32(1.0) - p_true))
-
-
-def expected_level(probabilities: np.ndarray) -> float:
-    """Score answer: sum of i * p_i with zero-based levels."""
-    p = np.asarray(probabilities, dtype=np.float32)
-    return float(np.sum(np.arange(p.shape[0], dtype=np.float32) * p, dtype=np.float32))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

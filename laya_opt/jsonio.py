@@ -91,5 +91,5 @@ def read_text(path: Path, error: type[InputError] = InputError, max_bytes: int =
         raise error(f"{path}: not UTF-8 text (line {line}, byte {exc.start}: {exc.reason})") from None
 
 
-def read_json(path: Path, error: type[InputError] = InputError, max_depth: int = MAX_DEPTH) -> Any:
-    return loads(read_text(path, error), str(path), error, max_depth)
+def read_json(path: Path, error: type[InputError] = InputError) -> Any:
+    return loads(read_text(path, error), str(path), error)

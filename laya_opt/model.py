@@ -87,9 +87,6 @@ class ModernBertAttention(nn.Module):
         self.Wqkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=cfg.attention_bias)
         self.Wo = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=cfg.attention_bias)
 
-    def __call__(self, x: mx.array, ctx: AttentionInputs, attend: AttentionFn) -> mx.array:
-        return reference_self_attention(self, x, ctx, attend)
-
 
 def split_heads_rope(qkv: mx.array, heads: int, head_dim: int, base: float) -> tuple[mx.array, mx.array, mx.array]:
     """Wqkv's output [B, L, 3D] -> q, k, v [B, H, L, hd], with RoPE on q and k."""
@@ -301,11 +298,6 @@ class LayaModel(nn.Module):
     @property
     def head_layers(self) -> list[HeadLayer]:
         return self.head.layers if "head" in self else []
-
-    def decision_states(self, input_ids: mx.array, attention_mask: mx.array, qtype: mx.array,
-                        kernels: Kernels = DEFAULT_KERNELS) -> mx.array:
-        """Encoder plus type embedding plus all but the last head layer: [B, L, D]."""
-        return self.head_states(self.encoder(input_ids, attention_mask, kernels), attention_mask, qtype)
 
     def head_states(self, encoded: mx.array, attention_mask: mx.array, qtype: mx.array) -> mx.array:
         """Type embedding plus all but the last head layer, from encoder states [B, L, D]."""

@@ -53,6 +53,11 @@ def default_resolver(kind: str, name: str) -> Any:
     return named_requests(name)
 
 
+def pass_data(spec: PassSpec, config: Any, resolve: DataResolver = default_resolver) -> dict[str, Any]:
+    """config field -> the data it names (e.g. `plan_from`'s requests), for every need the config uses."""
+    return {field_name: resolve(kind, name) for field_name, (kind, name) in spec.data_names(config).items()}
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Gates
 
@@ -219,10 +224,6 @@ class StageResult:
                                  f"{report.candidate_identity} with itself")
 
     @property
-    def gate_results(self) -> tuple[GateResult, ...]:
-        return self.incremental_gates + self.cumulative_gates
-
-    @property
     def failed_gates(self) -> tuple[tuple[str, GateResult], ...]:
         return tuple(("incremental", r) for r in self.incremental_gates if not r.passed) + \
             tuple(("cumulative", r) for r in self.cumulative_gates if not r.passed)
@@ -250,10 +251,6 @@ class PipelineResult:
     @property
     def accepted_stages(self) -> tuple[StageResult, ...]:
         return tuple(stage for stage in self.stages if stage.accepted)
-
-    @property
-    def stopped(self) -> bool:
-        return any(stage.verdict == "stopped" for stage in self.stages)
 
     def stage(self, name: str) -> StageResult:
         for stage in self.stages:
@@ -341,10 +338,6 @@ class Pipeline:
             rows.append((step, *stage_gates(step, chain, self.candidate_dtype, self.gates, self.gates_file)))
             chain = chain and keeps_exact_chain(step)
         return rows
-
-    def step_data(self, step: Step) -> dict[str, Any]:
-        return {field_name: self.resolve_data(kind, name)
-                for field_name, (kind, name) in step.spec.data_names(step.config).items()}
 
     def run(self, reference: Runtime, requests: Any, progress: Callable[[str], None] | None = None,
             reference_dtype: str | None = None, track: Track = silent,
@@ -438,7 +431,7 @@ class Pipeline:
         """
         started = time.perf_counter()
         try:
-            data = self.step_data(step)
+            data = pass_data(step.spec, step.config, self.resolve_data)
             child = apply_pass(step.spec, parent, step.config, data)
             apply_s = time.perf_counter() - started
             # Kernels are probed in half precision, where one rounding is a meaningful bound (see the gate).

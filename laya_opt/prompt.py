@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from .errors import QuestionError
-from .jsonio import MAX_DEPTH, nesting_depth
+from .jsonio import check_depth
 
 if TYPE_CHECKING:
     from .tokens import TextCodec
@@ -24,8 +24,6 @@ NOUL_KEYS = ("false", "true")  # slot order: 0 false, 1 true
 NOUL_DEFAULT_DESCRIPTIONS = {"false": "no, the statement does not hold", "true": "yes, the statement holds"}
 # Labels that would render as Python reprs; JSON never produces tuple/frozenset, so rejecting them costs nothing.
 STRUCTURED_LABEL_TYPES = (list, tuple, dict, set, frozenset, bytearray)
-
-ROLES = ("cls", "header", "sep", "marker", "option", "state")
 
 # Request limits: far beyond what the token budgets keep (max_len is at most a few thousand tokens), low
 # enough that a runaway input fails at once with a message instead of tokenizing for minutes.
@@ -99,7 +97,7 @@ class StateTokens:
     def kept(self, room: int) -> tuple[int, ...]:
         # Slicing with len - room (not -room) so that room = 0 keeps nothing (§13 pitfall 8).
         if self.keep_end:
-            return self.ids[max(0, len(self.ids) - room):] if room > 0 else ()
+            return self.ids[max(0, len(self.ids) - room):]
         return self.ids[:room]
 
 
@@ -107,7 +105,7 @@ class RenderedToken(NamedTuple):
     index: int
     token_id: int
     token: str
-    role: str   # one of ROLES
+    role: str   # cls, header, sep, marker, option or state
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -126,8 +124,7 @@ def render_value(value: Any) -> str:
 
 def serialize_state(state: Any) -> str:
     """State text (§7.1): a str verbatim, anything else json.dumps with default separators and no key sorting."""
-    if not isinstance(state, str) and nesting_depth(state) > MAX_DEPTH:
-        raise QuestionError(f"state: nested more than {MAX_DEPTH} levels deep")
+    check_depth(state, "state", QuestionError)  # a str is depth 0
     try:
         text = state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -302,8 +299,7 @@ def validate_question(qid: Any, definition: Any) -> QuestionSpec:
     """Validate one question definition (§6) and render its texts (§7.1)."""
     if not isinstance(definition, Mapping):
         raise _fail(qid, f"definition must be a dict, got {type(definition).__name__}")
-    if nesting_depth(definition) > MAX_DEPTH:
-        raise _fail(qid, f"nested more than {MAX_DEPTH} levels deep")
+    check_depth(definition, f"question {qid!r}", QuestionError)
     unknown = [str(key) for key in definition if key not in QUESTION_FIELDS]
     if unknown:  # a misspelt field (e.g. "lables") would otherwise change the answer silently
         raise _fail(qid, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(QUESTION_FIELDS)}")

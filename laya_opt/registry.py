@@ -121,6 +121,6 @@ def build_registry(plugins: Iterable[str] = (), extra: Iterable[PassSpec] = (),
     return Registry(passes=dict(passes), sources=dict(sources))
 
 
-def get_pass(name: str, registry: Registry | None = None) -> PassSpec:
+def get_pass(name: str) -> PassSpec:
     """The spec registered under `name`; unknown names fail with the list of known ones."""
-    return (registry or build_registry()).get(name)
+    return build_registry().get(name)

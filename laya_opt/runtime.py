@@ -18,7 +18,7 @@ import mlx.nn as nn
 import numpy as np
 
 from .batching import Batch, Planner, check_plan, collate, insertion_order_planner
-from .checkpoint import Checkpoint, load_checkpoint
+from .checkpoint import Checkpoint, dtype_name, load_checkpoint
 from .config import AgentConfig, EncoderConfig
 from .decode import Calibration, decode_answers, envelope
 from .model import DEFAULT_KERNELS, Kernels, LayaModel
@@ -56,7 +56,6 @@ class Execution:
     logits: tuple[np.ndarray, ...]   # float32 per question, length K of its batch (pad slots -1e4)
     action: tuple[np.ndarray, ...]   # float32 [A] per question
     inputs: tuple[ModelInput, ...] | None  # filled when traced
-    batch_shapes: tuple[tuple[int, int, int], ...]  # (B, L, K) per forward, as planned
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,6 @@ class Runtime:
         logits: list[np.ndarray | None] = [None] * count
         action: list[np.ndarray | None] = [None] * count
         inputs: list[ModelInput | None] = [None] * count
-        shapes = []
 
         def finish(group, batch, outputs) -> None:
             mx.eval(*outputs)
@@ -126,14 +124,13 @@ class Runtime:
             tick("graph_build")
             mx.async_eval(*outputs)
             tick("dispatch")
-            shapes.append(batch.shape)
             if pending is not None:
                 finish(*pending)
             pending = (group, batch, outputs)
         if pending is not None:
             finish(*pending)
         return Execution(prepared=tuple(prepared), logits=tuple(logits), action=tuple(action),
-                         inputs=tuple(inputs) if trace else None, batch_shapes=tuple(shapes))
+                         inputs=tuple(inputs) if trace else None)
 
     def decode(self, execution: Execution) -> dict:
         try:
@@ -141,7 +138,7 @@ class Runtime:
             answers = {item.qid: answer for item, answer in zip(execution.prepared, decoded)}
         except FloatingPointError as exc:  # weights are checked finite at load: the activations overflowed
             advice = "; retry in float32" if self.dtype != mx.float32 else ", from finite weights"
-            raise FloatingPointError(f"{exc} in {str(self.dtype).removeprefix('mlx.core.')}{advice}") from None
+            raise FloatingPointError(f"{exc} in {dtype_name(self.dtype)}{advice}") from None
         return envelope(answers, execution.prepared)
 
     def predict(self, state: Any, questions: Mapping) -> dict:
@@ -163,8 +160,6 @@ def model_inputs(batch: Batch) -> list[ModelInput]:
 
 def runtime_from_checkpoint(checkpoint: Checkpoint, batch_size: int = 16) -> Runtime:
     agent = checkpoint.agent_config
-    from .checkpoint import dtype_name
-
     return Runtime(model=checkpoint.model, codec=checkpoint.codec, encoder_config=checkpoint.encoder_config,
                    agent_config=agent, calibration=checkpoint.calibration,
                    dtype=checkpoint.dtype, identity=f"{checkpoint.weights_sha256[:16]}:{dtype_name(checkpoint.dtype)}",

@@ -13,7 +13,6 @@ or multiples of `multiple` up to `max_len`.
 """
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -131,7 +130,7 @@ def length_histogram(runtime, requests: Sequence[tuple[Any, Mapping]]) -> dict[i
 
 
 def new_stats() -> dict:
-    """Counters the forward updates in place (plain, JSON-ready data; `report` copies them)."""
+    """Counters the forward updates in place (plain, JSON-ready data, filed under the pass's report)."""
     return {"calls": 0, "compiles": 0, "recompiles": 0, "fallbacks": 0, "shape_changes": 0,
             "evaluated_tokens": 0, "real_tokens": 0, "bucket_padding_tokens": 0,
             "padding_waste": 0.0, "bucket_waste": 0.0, "last_shape": None, "shapes": {}}
@@ -213,18 +212,6 @@ class BucketedForward:
         stats["bucket_padding_tokens"] += batch_size * padded - real_rows * length
         stats["padding_waste"] = 1.0 - stats["real_tokens"] / stats["evaluated_tokens"]
         stats["bucket_waste"] = stats["bucket_padding_tokens"] / stats["evaluated_tokens"]
-
-
-def report(runtime) -> dict:
-    """The pass's facts plus a copy of the live counters, with steady-state mean latency per shape."""
-    if NAME not in runtime.info:
-        raise ValueError(f"runtime {runtime.identity} has no {NAME} report (pass not applied)")
-    facts = dict(runtime.info[NAME])
-    stats = copy.deepcopy(facts.pop("stats"))
-    for shape in stats["shapes"].values():
-        steady_calls = shape["calls"] - 1
-        shape["steady_mean_s"] = shape["steady_s"] / steady_calls if steady_calls else None
-    return {**facts, **stats}
 
 
 # ----------------------------------------------------------------------------- the pass

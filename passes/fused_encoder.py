@@ -43,14 +43,14 @@ class FusedEncoderConfig:
 def _project(use_gemm: bool):
     def project(linear: nn.Module, x: mx.array) -> mx.array:
         if use_gemm and type(linear) is nn.Linear:  # packed (quantized) Linears keep their own kernel
-            return fused.linear(x, linear.weight, linear["bias"] if "bias" in linear else None)
+            return fused.linear(x, linear.weight, _bias(linear))
         return linear(x)
 
     return project
 
 
-def _bias(norm: nn.LayerNorm) -> mx.array | None:
-    return norm["bias"] if "bias" in norm else None
+def _bias(module: nn.Module) -> mx.array | None:
+    return module["bias"] if "bias" in module else None
 
 
 def make_kernels(config: FusedEncoderConfig, kernels):

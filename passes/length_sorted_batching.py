@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from laya_opt.batching import Planner, padding_waste
+from laya_opt.batching import Planner
 from laya_opt.passes_api import PassSpec
 from laya_opt.schema import checked
 from laya_opt.prompt import PreparedQuestion
@@ -49,16 +49,6 @@ def length_sorted_planner(config: LengthSortedConfig) -> Planner:
     plan.description = (f"length-sorted, max_questions={config.max_questions}, "
                         f"token_budget={config.token_budget}")
     return plan
-
-
-def padding_comparison(items: Sequence[PreparedQuestion], before: Planner, after: Planner) -> dict:
-    """Padding waste (1 − real / padded tokens) and batch count of one request under two planners."""
-    if not items:
-        raise ValueError("padding_comparison needs at least one prepared question")
-    plans = {"before": before(items), "after": after(items)}
-    return {**{f"waste_{key}": padding_waste(items, groups) for key, groups in plans.items()},
-            **{f"batches_{key}": len(groups) for key, groups in plans.items()},
-            "real_tokens": sum(item.length for item in items)}
 
 
 def apply(runtime, config: LengthSortedConfig, data):

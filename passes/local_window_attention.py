@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import mlx.core as mx
 
@@ -115,22 +114,6 @@ def attention_pairs(length: int, window: int, block_size: int, min_length: int =
     computed = -(-length // block_size) * block_size * (block_size + 2 * window) if banded else dense
     return {"length": length, "dense_pairs": dense, "valid_pairs": valid, "computed_pairs": computed,
             "banded": banded, "ideal_reduction": 1.0 - valid / dense, "computed_reduction": 1.0 - computed / dense}
-
-
-def pair_report(shapes: Sequence[tuple[int, int, int]], window: int, block_size: int, min_length: int = 0) -> dict:
-    """Pairs per sliding layer and head summed over evaluated (B, L, K) batch shapes, plus a per-length table."""
-    for shape in shapes:
-        if len(shape) != 3 or min(shape) < 1:
-            raise ValueError(f"pair_report needs (B, L, K) shapes with positive sizes, got {shape!r}")
-    rows_at: dict[int, int] = {}
-    for batch, length, _ in shapes:
-        rows_at[length] = rows_at.get(length, 0) + batch
-    table = [attention_pairs(length, window, block_size, min_length) for length in sorted(rows_at)]
-    totals = {key: sum(row[key] * rows_at[row["length"]] for row in table)
-              for key in ("dense_pairs", "valid_pairs", "computed_pairs")}
-    dense = totals["dense_pairs"]
-    return {**totals, "ideal_reduction": 1.0 - totals["valid_pairs"] / dense if dense else 0.0,
-            "computed_reduction": 1.0 - totals["computed_pairs"] / dense if dense else 0.0, "per_length": table}
 
 
 # ----------------------------------------------------------------------------- the pass

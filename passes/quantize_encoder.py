@@ -63,18 +63,12 @@ def check_applicable(model, config: QuantizeEncoderConfig) -> None:
                          + "\n  ".join(problems))
 
 
-def quantized_model(model, config: QuantizeEncoderConfig):
-    """A quantized clone of `model` and the selection that built it; the input model is never touched."""
-    check_applicable(model, config)
-    clone = clone_model(model)
-    selection = select_modules(clone, config.include, config.exclude)
-    quantize_modules(clone, {path: config.scheme for path in selection.selected})
-    mx.eval(clone.parameters())
-    return clone, selection
-
-
 def apply(runtime: Runtime, config: QuantizeEncoderConfig, data):
-    model, selection = quantized_model(runtime.model, config)
+    check_applicable(runtime.model, config)
+    model = clone_model(runtime.model)  # quantized in place: the input runtime's model is never touched
+    selection = select_modules(model, config.include, config.exclude)
+    quantize_modules(model, {path: config.scheme for path in selection.selected})
+    mx.eval(model.parameters())
     manifest = coverage_manifest(model, runtime.dtype, selection.kept)
     report = {"scheme": config.scheme.as_dict(), "include": list(config.include), "exclude": list(config.exclude),
               "coverage": manifest.to_dict(), "summary": coverage_summary(manifest), "tables": [manifest.table()]}

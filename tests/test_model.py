@@ -88,7 +88,7 @@ def test_padded_rows_are_finite_in_every_dtype(wide_checkpoint):
     for dtype in ("float32", "float16", "bfloat16"):
         model = load_checkpoint(wide_checkpoint, dtype=dtype).model
         ids, mask, pos, pmask, qtype = collate_rows(rows)
-        hidden = model.decision_states(ids, mask, qtype)
+        hidden = model.head_states(model.encoder(ids, mask), mask, qtype)
         logits, action = run(model, [ids, mask, pos, pmask, qtype])
         assert np.isfinite(np.array(hidden.astype(mx.float32))).all(), dtype
         assert np.isfinite(logits).all() and np.isfinite(action).all(), dtype

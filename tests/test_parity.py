@@ -46,7 +46,7 @@ def test_hidden_states_match_reference_on_valid_tokens(case):
     model = checkpoint.model
     ids, mask, qtype = mx.array(data["input_ids"]), mx.array(data["attention_mask"]), mx.array(data["qtype"])
     encoder_hidden = model.encoder(ids, mask)
-    head_hidden = model.decision_states(ids, mask, qtype)
+    head_hidden = model.head_states(encoder_hidden, mask, qtype)
     if model.head_layers:
         head_hidden = model.head_layers[-1](head_hidden, key_padding_mask(mask))
     valid = data["attention_mask"]

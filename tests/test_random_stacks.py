@@ -86,7 +86,7 @@ class RandomStacks(RuleBasedStateMachine):
             if stage.exact:
                 # Within the calibrated float32 noise of the previous stage (its default incremental gates),
                 # and of the reference too while every stage so far was exact.
-                gates = stage.gate_results if chain_exact else stage.incremental_gates
+                gates = stage.incremental_gates + stage.cumulative_gates if chain_exact else stage.incremental_gates
                 assert all(result.passed for result in gates), [result.message for _, result in stage.failed_gates]
             if stage.accepted:
                 chain_exact = chain_exact and stage.exact

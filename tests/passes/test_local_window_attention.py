@@ -14,8 +14,8 @@ from laya_opt.model import (AttentionInputs, dense_sliding_attention, global_att
 from laya_opt.schema import parse
 from laya_opt.passes_api import runtime_fingerprint
 from laya_opt.runtime import load_runtime
-from laya_opt.passes.local_window_attention import (PASS, LocalWindowConfig, attention_pairs, banded_attention, block_masks,
-                                           make_local_window_attention, pair_report)
+from laya_opt.passes.local_window_attention import (LocalWindowConfig, attention_pairs, banded_attention, block_masks,
+                                           make_local_window_attention)
 
 
 
@@ -117,17 +117,6 @@ def test_pair_counts_follow_the_spec_formula_at_r64():
     assert pairs["valid_pairs"] == 129 * 512 - 4160
     assert pairs["computed_pairs"] == 512 * (64 + 128)
     assert attention_pairs(100, 64, 64, min_length=200)["computed_pairs"] == 100 * 100
-
-
-def test_pair_report_weights_each_evaluated_row():
-    report = pair_report([(2, 10, 3), (1, 30, 2), (3, 10, 2)], window=4, block_size=8)
-    ten, thirty = attention_pairs(10, 4, 8), attention_pairs(30, 4, 8)
-    assert report["valid_pairs"] == 5 * ten["valid_pairs"] + thirty["valid_pairs"]
-    assert report["computed_pairs"] == 5 * ten["computed_pairs"] + thirty["computed_pairs"]
-    assert report["dense_pairs"] == 5 * 100 + 900
-    assert [row["length"] for row in report["per_length"]] == [10, 30]
-    with pytest.raises(ValueError, match="shapes"):
-        pair_report([(2, 10)], window=4, block_size=8)
 
 
 @pytest.mark.parametrize("values, field", [

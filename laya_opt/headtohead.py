@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 
-from .bench import BenchConfig, benchmark, environment, prepared_digest
+from .bench import MODES, BenchConfig, benchmark, environment, prepared_digest
 from .checkpoint import file_sha256
 from .experiment import Experiment
 from .fidelity.suites import load_suite
@@ -99,7 +99,6 @@ class HeadToHead:
     bench: BenchConfig = BenchConfig()
     peer: bool = True
     profile: bool = True
-    profile_requests: int = 50
     # wall-clock budget: timing cells not started by 85% of it are skipped, profile entries not started by its end
     budget_s: float | None = None
     # which accepted stages are timed: "stages" every one, "final" only the last (the stack); all are gated
@@ -151,13 +150,12 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
     profiles = None
     if plan.profile and (deadline is None or time.monotonic() < deadline):
         say("profiling")
-        fastest = max(result.accepted_stages[1:] or result.accepted_stages[:1],
-                      key=lambda stage: stage.index)
+        fastest = result.accepted_stages[-1]  # the final accepted stage (stages run in index order)
         chosen = {BASELINE: runtimes[BASELINE]}
         if fastest.index:
             chosen[h2h_label(fastest)] = runtimes[h2h_label(fastest)]
         chosen.update({label: peer for label, peer in peers.items() if label.endswith("compile")})
-        profiles = profile_runtimes(chosen, workloads, plan.profile_requests, deadline=deadline)
+        profiles = profile_runtimes(chosen, workloads, deadline=deadline)
     return plain({
         "kind": "head_to_head", "experiment": experiment.name, "checkpoint": str(plan.checkpoint),
         "checkpoint_sha256": file_sha256(Path(plan.checkpoint) / "model.safetensors"),
@@ -169,9 +167,9 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
                     "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
                     if s.cumulative else None} for s in result.stages],
         "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
-        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens, "answers": answers,
-        "bench": {"config": plain(plan.bench), "summary": latency_records(timed), "samples": timed.samples(),
-                  "skipped_for_time": list(timed.skipped)},
+        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens,
+        "answers": answers, "bench": {"config": plain(plan.bench), "summary": latency_records(timed),
+                                      "samples": timed.samples(), "skipped_for_time": list(timed.skipped)},
         "profile": profiles, "wall_s": round(time.time() - started, 1),
     })
 
@@ -197,7 +195,7 @@ def render_head_to_head(record: dict) -> str:
     summary = record["bench"]["summary"]
     runtimes = list(dict.fromkeys(row["runtime"] for row in summary))
     workloads = [w["name"] for w in record["workloads"]]
-    modes = sorted({row["mode"] for row in summary}, key=["end_to_end", "forward"].index)
+    modes = sorted({row["mode"] for row in summary}, key=MODES.index)
     header = ["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p50 ms (vs {BASELINE})"
                             for w in workloads for m in modes] + ["agreement / max |dp| vs FP32"]
     rows = []

@@ -99,11 +99,11 @@ class UpstreamPeer:
                 "note": "upstream runs as one call; no phase split"}
 
 
-def load_upstream(checkpoint_dir, backend: str, amp: str = "fp16") -> UpstreamPeer:
+def load_upstream(checkpoint_dir, backend: str) -> UpstreamPeer:
     """An upstream agent on CUDA with `backend` (eager or compile, whose warm-up runs at load)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    os.environ.setdefault("LAYA_CUDA_AMP", amp)
+    os.environ.setdefault("LAYA_CUDA_AMP", "fp16")
     import laya
 
     started = time.perf_counter()

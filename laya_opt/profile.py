@@ -106,8 +106,7 @@ def kernel_timeline(call: Callable[[], None], forwards: int = 20, warmup: int = 
                             for name, times in top]}
 
 
-def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, timeline_forwards: int = 20,
-                     deadline: float | None = None) -> dict:
+def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, deadline: float | None = None) -> dict:
     """Phase split and kernel timeline of every (runtime, workload); peers give what they can.
 
     `deadline` (a time.monotonic() value): pairs not started by then are left out of the result."""
@@ -120,5 +119,5 @@ def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, ti
                 phase_split(runtime, workload, requests)
             forward = bench_call(runtime, "forward", workload)  # one synchronised forward of the first request
             out.setdefault(label, {})[workload.name] = {
-                "phases": phases, "timeline": kernel_timeline(lambda: forward(0), timeline_forwards)}
+                "phases": phases, "timeline": kernel_timeline(lambda: forward(0))}
     return out

@@ -30,6 +30,7 @@ import math
 import os
 import tempfile
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -82,10 +83,10 @@ def _imported_modules(name: str, path: Path) -> set[str]:
     return {module for module in named if module.split(".")[0] == "laya_opt"}
 
 
-def source_files(roots: Sequence[str] = SOURCE_ROOTS) -> dict[str, Path]:
+def source_files() -> dict[str, Path]:
     """Module name -> source file for `roots` and every laya_opt module they import, parents included."""
     found: dict[str, Path] = {}
-    pending = list(roots)
+    pending = list(SOURCE_ROOTS)
     while pending:
         name = pending.pop()
         if name in found:
@@ -99,9 +100,9 @@ def source_files(roots: Sequence[str] = SOURCE_ROOTS) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def source_digest(roots: Sequence[str] = SOURCE_ROOTS) -> str:
+def source_digest() -> str:
     digest = hashlib.sha256()
-    for name, path in source_files(roots).items():
+    for name, path in source_files().items():
         digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -130,14 +131,10 @@ class CacheKey:
     digest: str                # the entry's file name
     components: dict           # what it was computed from, stored in the entry and checked on read
 
-    @property
-    def short(self) -> str:
-        return self.digest[:KEY_PREVIEW]
-
 
 def make_key(components: dict) -> CacheKey:
-    text = json.dumps({"format": FORMAT, **components}, sort_keys=True)
-    return CacheKey(hashlib.sha256(text.encode()).hexdigest(), {"format": FORMAT, **components})
+    components = {"format": FORMAT, **components}
+    return CacheKey(hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components)
 
 
 def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoint_dir: Path, token_sha256: str,
@@ -304,7 +301,7 @@ class CacheResult:
         """One line for the console and report.md."""
         if self.status == "off":
             return f"computed in {self.seconds:.1f} s (cache off)"
-        key = f"key {self.key.short}…"
+        key = f"key {self.key.digest[:KEY_PREVIEW]}…"
         if self.status == "hit":
             return f"cache hit ({key}; loaded in {self.seconds:.2f} s, computing took {self.saved_s:.1f} s)"
         return f"computed in {self.seconds:.1f} s ({key}; {self.note or 'stored'})"
@@ -330,10 +327,8 @@ def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache
         started = time.perf_counter()
         try:
             outputs, header = read_entry(path, key)
-            try:
+            with suppress(OSError):
                 os.utime(path)  # recently used: the last entry pruning removes
-            except OSError:
-                pass
             return CacheResult(outputs, "hit", key, path, time.perf_counter() - started,
                                saved_s=float(header.get("compute_s") or 0.0))
         except (CorruptEntry, OSError) as exc:

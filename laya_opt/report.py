@@ -71,12 +71,12 @@ def gate_rows(stage: StageResult, allow_failed_gates: bool) -> list[dict]:
     return rows
 
 
-def worst_questions(stage: StageResult, count: int = WORST_QUESTIONS) -> list[dict]:
+def worst_questions(stage: StageResult) -> list[dict]:
     if stage.cumulative is None:
         return []
     return [{"key": q.key, "type": q.type_name, "tags": plain(q.tags), "max_abs_dp": q.max_abs_dp,
              "reference_argmax": q.reference_argmax, "candidate_argmax": q.candidate_argmax}
-            for q in stage.cumulative.worst(count)]
+            for q in stage.cumulative.worst(WORST_QUESTIONS)]
 
 
 def measurement_record(m) -> dict:

@@ -31,7 +31,7 @@ import os
 import tempfile
 import time
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
@@ -51,6 +51,7 @@ CHECKPOINT_FILES = ("model.safetensors", "rl_agent_config.json", "encoder/config
 KEY_PREVIEW = 12
 MAX_MB_VARIABLE = "LAYA_OPT_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 512       # entries are 10 KB (smoke) to 160 KB (heldout): thousands fit
+ARRAY_FIELDS = {"probabilities": np.float64, "logits": np.float32, "action": np.float32}  # QuestionOutput's arrays
 
 
 class CorruptEntry(ValueError):
@@ -161,25 +162,17 @@ def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoin
 
 
 def _question_to_plain(q: QuestionOutput) -> dict:
-    model_input = None if q.model_input is None else \
-        {"ids": list(q.model_input.ids), "markers": list(q.model_input.markers), "qtype": q.model_input.qtype}
-    return {"key": q.key, "type_name": q.type_name, "k": q.k, "probabilities": q.probabilities.tolist(),
-            "argmax": q.argmax, "p_true": q.p_true, "score_expectation": q.score_expectation,
-            "act_probability": q.act_probability, "model_input": model_input, "finite": q.finite,
-            "logits": q.logits.tolist(), "action": q.action.tolist(), "label": q.label,
-            "label_index": q.label_index, "tags": dict(q.tags), "deterministic": q.deterministic}
+    row = {f.name: getattr(q, f.name) for f in fields(q)}  # every field: a new one is cached too
+    row.update({name: row[name].tolist() for name in ARRAY_FIELDS}, tags=dict(q.tags),
+               model_input=None if q.model_input is None else asdict(q.model_input))
+    return row
 
 
 def _question_from_plain(row: dict) -> QuestionOutput:
     fed = row["model_input"]
-    return QuestionOutput(
-        key=row["key"], type_name=row["type_name"], k=row["k"],
-        probabilities=np.asarray(row["probabilities"], dtype=np.float64), argmax=row["argmax"],
-        p_true=row["p_true"], score_expectation=row["score_expectation"], act_probability=row["act_probability"],
-        model_input=None if fed is None else ModelInput(tuple(fed["ids"]), tuple(fed["markers"]), fed["qtype"]),
-        finite=row["finite"], logits=np.asarray(row["logits"], dtype=np.float32),
-        action=np.asarray(row["action"], dtype=np.float32), label=row["label"], label_index=row["label_index"],
-        tags=row["tags"], deterministic=row["deterministic"])
+    return QuestionOutput(**{**row, **{name: np.asarray(row[name], dtype) for name, dtype in ARRAY_FIELDS.items()},
+                             "model_input": None if fed is None else
+                             ModelInput(tuple(fed["ids"]), tuple(fed["markers"]), fed["qtype"])})
 
 
 def outputs_to_bytes(outputs: Outputs) -> bytes:

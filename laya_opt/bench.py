@@ -24,6 +24,7 @@ from .checkpoint import MAX_SEED
 from .progress import progress_bar
 from .runtime import Runtime
 from .schema import checked
+from .system import detect_blas, device_facts, package_version
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
@@ -162,8 +163,6 @@ def peak_memory_of(call: Callable[[], Any]) -> tuple[Any, int | None]:
 
 def environment() -> dict:
     """Device, backend, the BLAS behind CPU matmuls and library versions, recorded with every result."""
-    from .system import detect_blas, device_facts, package_version
-
     facts = device_facts()
     return {
         "device": facts["device"],

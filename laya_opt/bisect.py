@@ -144,7 +144,7 @@ def bisect_experiment(experiment: Experiment, result: PipelineResult | None = No
                       say: Callable[[str], None] = lambda message: None) -> BisectResult:
     """Load the experiment's reference and suites (no benchmark), then `bisect_stack`."""
     inputs = load_inputs(experiment, bench=False)
-    say(f"loading {inputs.checkpoint_dir} as {experiment.reference_dtype} (reference)")
+    say(f"loading {inputs.checkpoint.path} as {experiment.reference_dtype} (reference)")
     precheck_steps(experiment, inputs.checkpoint.model)
     reference = load_reference(experiment, inputs)
     return bisect_stack(experiment, reference, inputs.requests, result, unit, say)

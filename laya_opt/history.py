@@ -256,10 +256,8 @@ def query(path: Path | None = None, where: HistoryFilter = HistoryFilter()) -> l
             f"WHERE {condition} AND r.id IN (SELECT r.id FROM runs r JOIN stages s ON s.run_id = r.id "
             f"WHERE {condition} GROUP BY r.id ORDER BY r.started_utc DESC, r.id DESC LIMIT ?) "
             f"ORDER BY r.started_utc DESC, r.id DESC, s.stage_index", [*values, *values, where.limit]).fetchall()
-    result = []
-    for row in rows:
-        entry = {key: row[key] for key in row.keys() if key != "id"}
+    entries = [{key: row[key] for key in row.keys() if key != "id"} for row in rows]
+    for entry in entries:
         entry["latency"] = json.loads(entry["latency"] or "{}")
         entry["suites"] = json.loads(entry["suites"] or "[]")
-        result.append(entry)
-    return result
+    return entries

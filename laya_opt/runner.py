@@ -104,10 +104,6 @@ class RunInputs:
     bench_config: BenchConfig | None  # None: no benchmark
     workloads: tuple
 
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.checkpoint.path
-
 
 def _named(experiment: Experiment, message: str) -> ExperimentError:
     return ExperimentError(f"{experiment.source}: {message}" if experiment.source else message)
@@ -179,7 +175,7 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
     seed = inputs.bench_config.seed if inputs.bench_config else 0
     return {
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
-        "checkpoint": {"path": str(inputs.checkpoint_dir), "sha256": facts.weights_sha256},
+        "checkpoint": {"path": str(inputs.checkpoint.path), "sha256": facts.weights_sha256},
         # The dtype the reference's weights are in (Pipeline.run refused it if that is not the declared one).
         "reference": {"identity": reference.identity, "dtype": dtype_name(reference.dtype),
                       "declared_dtype": experiment.reference_dtype, "cache": facts.reference_cache.to_json()},
@@ -228,7 +224,7 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
         say("evaluating the reference" + ("" if cache else " (cache off)"))
         return evaluate_reference(reference, inputs.requests, track)
 
-    key = reference_key(reference, inputs.requests, inputs.checkpoint_dir, measured["token_sha256"],
+    key = reference_key(reference, inputs.requests, inputs.checkpoint.path, measured["token_sha256"],
                         measured["platform"], measured["weights_sha256"]) if cache else None
     return cached_reference(key, compute)
 
@@ -257,10 +253,10 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     if experiment.export is not None:
         check_export_free(experiment.export)
     track = bar_tracker() if show_progress else silent
-    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint.path} as "
         f"{experiment.reference_dtype} (reference)")
     reference = load_reference(experiment, inputs)
-    measured = {"weights_sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors"),
+    measured = {"weights_sha256": file_sha256(inputs.checkpoint.path / "model.safetensors"),
                 "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
                 "platform": environment()}
     base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"

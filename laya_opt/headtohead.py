@@ -174,20 +174,16 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
     })
 
 
-def _cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
-    for row in summary:
-        if (row["runtime"], row["workload"], row["mode"]) == (runtime, workload, mode):
-            speed = row["speedup"]
-            ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
-            return f"{row['p50_ms']:.2f}{ratio}"
-    return "—"
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "—"
+    speed = row["speedup"]
+    ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
+    return f"{row['p50_ms']:.2f}{ratio}"
 
 
-def _tail_cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
-    for row in summary:
-        if (row["runtime"], row["workload"], row["mode"]) == (runtime, workload, mode):
-            return f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
-    return "—"
+def _tail_cell(row: dict | None) -> str:
+    return "—" if row is None else f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
 
 
 def render_head_to_head(record: dict) -> str:
@@ -196,13 +192,14 @@ def render_head_to_head(record: dict) -> str:
     runtimes = list(dict.fromkeys(row["runtime"] for row in summary))
     workloads = [w["name"] for w in record["workloads"]]
     modes = sorted({row["mode"] for row in summary}, key=MODES.index)
-    header = ["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p50 ms (vs {BASELINE})"
-                            for w in workloads for m in modes] + ["agreement / max |dp| vs FP32"]
+    found = {(row["runtime"], row["workload"], row["mode"]): row for row in summary}
+    columns = [(w, m, f"{w} {'e2e' if m == 'end_to_end' else 'fwd'}") for w in workloads for m in modes]
+    header = ["runtime"] + [f"{name} p50 ms (vs {BASELINE})" for *_, name in columns] + ["agreement / max |dp| vs FP32"]
     rows = []
     for runtime in runtimes:
         answers = record["answers"].get(runtime, {})
         fidelity = "; ".join(f"{w} {a['argmax_agreement']:.3f} / {a['max_abs_dp']:.1e}" for w, a in answers.items())
-        rows.append([runtime] + [_cell(summary, runtime, w, m) for w in workloads for m in modes] + [fidelity])
+        rows.append([runtime] + [_cell(found.get((runtime, w, m))) for w, m, _ in columns] + [fidelity])
     env = record["environment"]
     lines = [f"# Head to head: {record['experiment']}", "",
              f"- checkpoint `{record['checkpoint']}` (sha256 {record['checkpoint_sha256'][:16]})",
@@ -220,10 +217,9 @@ def render_head_to_head(record: dict) -> str:
         lines.append(f"- not timed (time budget): {', '.join(record['bench']['skipped_for_time'])}")
     lines += ["", markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), "",
              "## Tails", "",
-             markdown_table(["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p95 / p99 ms (n)"
-                                           for w in workloads for m in modes],
-                            [[runtime] + [_tail_cell(summary, runtime, w, m) for w in workloads for m in modes]
-                             for runtime in runtimes], "l" + "r" * len(workloads) * len(modes)), "",
+             markdown_table(["runtime"] + [f"{name} p95 / p99 ms (n)" for *_, name in columns],
+                            [[runtime] + [_tail_cell(found.get((runtime, w, m))) for w, m, _ in columns]
+                             for runtime in runtimes], "l" + "r" * len(columns)), "",
              "## Stages", "",
              markdown_table(["stage", "verdict", "max |dp| vs FP32", "failed gates"],
                             [[f"{s['index']} {s['name']}", s["verdict"],

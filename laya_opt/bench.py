@@ -24,6 +24,7 @@ from .checkpoint import MAX_SEED
 from .progress import progress_bar
 from .runtime import Runtime
 from .schema import checked
+from .system import detect_blas, device_facts, package_version
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
@@ -100,7 +101,6 @@ class Speedup:
     low: float           # bootstrap interval over blocks
     high: float
     blocks: int
-    block_ratios: tuple[float, ...] = field(repr=False, default=())
 
 
 def bootstrap_median_interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
@@ -124,7 +124,7 @@ def paired_speedup(baseline_blocks: Sequence[Sequence[float]], candidate_blocks:
                          f"{len(candidate_blocks)} candidate blocks")
     ratios = [float(np.median(base) / np.median(cand)) for base, cand in zip(baseline_blocks, candidate_blocks)]
     low, high = bootstrap_median_interval(ratios, resamples, seed)
-    return Speedup(median=float(np.median(ratios)), low=low, high=high, blocks=len(ratios), block_ratios=tuple(ratios))
+    return Speedup(median=float(np.median(ratios)), low=low, high=high, blocks=len(ratios))
 
 
 def block_schedule(labels: Sequence[str], blocks: int) -> list[tuple[str, ...]]:
@@ -134,14 +134,9 @@ def block_schedule(labels: Sequence[str], blocks: int) -> list[tuple[str, ...]]:
 
 
 def block_slices(requests: int, blocks: int) -> list[range]:
-    """Timed request indices per block; sizes differ by at most one."""
+    """Timed request indices per block; sizes differ by at most one (the first `extra` blocks get one more)."""
     base, extra = divmod(requests, blocks)
-    slices, start = [], 0
-    for b in range(blocks):
-        size = base + (1 if b < extra else 0)
-        slices.append(range(start, start + size))
-        start += size
-    return slices
+    return [range(b * base + min(b, extra), (b + 1) * base + min(b + 1, extra)) for b in range(blocks)]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -168,8 +163,6 @@ def peak_memory_of(call: Callable[[], Any]) -> tuple[Any, int | None]:
 
 def environment() -> dict:
     """Device, backend, the BLAS behind CPU matmuls and library versions, recorded with every result."""
-    from .system import detect_blas, device_facts, package_version
-
     facts = device_facts()
     return {
         "device": facts["device"],
@@ -241,7 +234,8 @@ def forward_call(runtime: Runtime, workload) -> Callable[[int], int]:
     collated = []
     for state, questions in workload.requests:
         prepared = runtime.prepare(state, questions)
-        batches = [runtime.collate([prepared[i] for i in group]) for group in runtime.plan(prepared)] if prepared else []
+        groups = runtime.plan(prepared) if prepared else []
+        batches = [runtime.collate([prepared[i] for i in group]) for group in groups]
         for batch in batches:
             mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
         collated.append((batches, len(prepared)))
@@ -256,6 +250,12 @@ def forward_call(runtime: Runtime, workload) -> Callable[[int], int]:
 
 
 CALL_BUILDERS = {"end_to_end": end_to_end_call, "forward": forward_call}
+
+
+def bench_call(runtime, mode: str, workload) -> Callable[[int], int]:
+    """The timed call of `mode`; a peer (laya_opt.peer) builds its own."""
+    return runtime.bench_call(mode, workload) if hasattr(runtime, "bench_call") else \
+        CALL_BUILDERS[mode](runtime, workload)
 
 
 def timed_ms(call: Callable[[int], int], index: int) -> tuple[float, int]:
@@ -290,12 +290,6 @@ class BenchResult:
     environment: dict
     skipped: tuple[str, ...] = ()   # "<workload> <mode>" cells left out at the deadline
 
-    def get(self, runtime: str, workload: str, mode: str = "end_to_end") -> Measurement:
-        for measurement in self.measurements:
-            if (measurement.runtime, measurement.workload, measurement.mode) == (runtime, workload, mode):
-                return measurement
-        raise KeyError(f"no measurement for runtime {runtime!r}, workload {workload!r}, mode {mode!r}")
-
     def samples(self) -> dict:
         """Raw samples: runtime -> workload -> mode -> list of blocks of milliseconds."""
         raw: dict = {}
@@ -308,9 +302,8 @@ class BenchResult:
 def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: BenchConfig,
                  advance: Callable[[int], None] = lambda steps: None) -> dict[str, dict]:
     """Cold call, warmup, rotating timed blocks and a peak-memory call, for every runtime on one workload."""
-    # A peer (laya_opt.peer) builds its own calls; MLX's peak memory says nothing about it.
-    calls = {label: runtime.bench_call(mode, workload) if hasattr(runtime, "bench_call")
-             else CALL_BUILDERS[mode](runtime, workload) for label, runtime in runtimes.items()}
+    calls = {label: bench_call(runtime, mode, workload) for label, runtime in runtimes.items()}
+    # MLX's peak memory says nothing about a peer
     mlx_memory = {label: not hasattr(runtime, "bench_call") for label, runtime in runtimes.items()}
     cold, failed = {}, {}
     for label, call in list(calls.items()):

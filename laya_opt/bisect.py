@@ -55,10 +55,6 @@ class BisectResult:
         return self.verified is not None and not self.verified.gates_failed
 
 
-def first_failure(result: PipelineResult) -> StageResult | None:
-    return next((stage for stage in result.stages if not stage.gates_passed), None)
-
-
 def failed_gates(stage: StageResult) -> tuple[str, ...]:
     return tuple(f"{comparison}: {gate.message or gate.gate}" for comparison, gate in stage.failed_gates)
 
@@ -108,7 +104,7 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
     if result is None:
         say("running the stack")
         result = _run(experiment, reference, requests)
-    failing = first_failure(result)
+    failing = next((stage for stage in result.stages if not stage.gates_passed), None)
     if failing is None or failing.index == 0:  # nothing failed, or the baseline itself: no pass to blame
         return BisectResult(result.stages, failing, seconds=time.perf_counter() - started)
     step_index = failing.index - 1   # stage i applies the experiment's pass i - 1 (stage 0 is the baseline)
@@ -148,7 +144,7 @@ def bisect_experiment(experiment: Experiment, result: PipelineResult | None = No
                       say: Callable[[str], None] = lambda message: None) -> BisectResult:
     """Load the experiment's reference and suites (no benchmark), then `bisect_stack`."""
     inputs = load_inputs(experiment, bench=False)
-    say(f"loading {inputs.checkpoint_dir} as {experiment.reference_dtype} (reference)")
+    say(f"loading {inputs.checkpoint.path} as {experiment.reference_dtype} (reference)")
     precheck_steps(experiment, inputs.checkpoint.model)
     reference = load_reference(experiment, inputs)
     return bisect_stack(experiment, reference, inputs.requests, result, unit, say)

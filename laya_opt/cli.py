@@ -13,7 +13,7 @@ from .checkpoint import DTYPES, MAX_SEED
 from .cli_errors import ContractGroup
 from .config import ARCHITECTURES
 from .console import output_console, print_table
-from .errors import InputError, QuestionError
+from .errors import QuestionError
 from .jsonio import loads, read_json, read_text
 from .resources import STANDIN, checkpoint_path, project_tokenizer
 
@@ -166,8 +166,6 @@ def make_checkpoint(arch, random_weights, seed, dtype, tokenizer_dir, out_dir):
     from .config import parameter_count
     from .synth import write_random_checkpoint
 
-    if not random_weights:
-        raise InputError("only --random checkpoints can be made (laya-opt never downloads weights)")
     path = write_random_checkpoint(arch, out_dir, seed=seed, dtype=dtype,
                                    tokenizer_dir=tokenizer_dir or project_tokenizer())
     loaded = load_checkpoint(path, dtype=dtype)

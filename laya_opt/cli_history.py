@@ -7,12 +7,7 @@ from pathlib import Path
 import click
 
 from .console import output_console, print_table
-
-NO_VALUE = "—"
-
-
-def _number(value: float | None, spec: str) -> str:
-    return NO_VALUE if value is None else format(value, spec)
+from .report import NO_VALUE, format_cell
 
 
 def _speedups(latency: dict) -> str:
@@ -28,9 +23,9 @@ def history_table(rows: list[dict]) -> dict:
     columns = ["run", "started (UTC)", "experiment", "stage", "verdict", "argmax agree", "max Δp cum", "accuracy",
                "wall s", "p50 speed-up", "checkpoint", "git", "mlx", "device", "reference"]
     cells = [[row["run_id"], row["started_utc"], row["experiment"], f"{row['stage_index']} {row['stage']}",
-              row["verdict"], _number(row["argmax_agreement"], ".4f"), _number(row["max_abs_dp"], ".2e"),
-              _number(row["accuracy_candidate"], ".4f"), _number(row["wall_s"], ".1f"), _speedups(row["latency"]),
-              (row["checkpoint_sha256"] or NO_VALUE)[:12],
+              row["verdict"], format_cell(row["argmax_agreement"], ".4f"), format_cell(row["max_abs_dp"], ".2e"),
+              format_cell(row["accuracy_candidate"], ".4f"), format_cell(row["wall_s"], ".1f"),
+              _speedups(row["latency"]), (row["checkpoint_sha256"] or NO_VALUE)[:12],
               (row["git_revision"] or "unknown")[:10] + ("+dirty" if row["git_dirty"] else ""),
               row["mlx_version"] or NO_VALUE, f"{row['device']} {row['backend'] or ''} {row['blas'] or ''}".strip(),
               row["reference_cache"] or NO_VALUE] for row in rows]

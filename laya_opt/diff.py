@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .report import REFERENCE_LABEL, LoadedResults
+from .report import NO_VALUE, REFERENCE_LABEL, LoadedResults, format_cell, record_metric, speedup_text
 
 DIFF_METRICS = ("argmax_agreement", "decisive_agreement", "max_abs_dp", "mean_abs_dp", "js_max", "token_identity",
                 "accuracy_candidate", "ece_candidate")
@@ -117,18 +117,11 @@ def stage_keys(records: Sequence[Mapping]) -> dict[str, Mapping]:
     return keyed
 
 
-def _value(record: Mapping | None, metric: str) -> float | None:
-    if record is None:
-        return None
-    value = ((record.get("metrics") or {}).get("cumulative") or {}).get(metric)
-    return None if value is None else float(value)
-
-
 def metric_deltas(stages_a: Mapping[str, Mapping], stages_b: Mapping[str, Mapping]) -> list[dict]:
     rows = []
     for stage in [name for name in stages_a if name in stages_b]:
         for metric in DIFF_METRICS:
-            value_a, value_b = _value(stages_a[stage], metric), _value(stages_b[stage], metric)
+            value_a, value_b = (record_metric(stages[stage], "cumulative", metric) for stages in (stages_a, stages_b))
             if value_a is None and value_b is None:
                 continue
             delta = None if value_a is None or value_b is None else value_b - value_a
@@ -184,35 +177,28 @@ def diff_results(a: LoadedResults, b: LoadedResults) -> ResultsDiff:
 # Tables ({title, columns, rows}: console.rich_table renders them)
 
 
-def _number(value: float | None, spec: str = ".4g") -> str:
-    return "—" if value is None else "NaN" if math.isnan(value) else format(value, spec)
-
-
-def _speedup(speed: Mapping | None) -> str:
-    return "—" if speed is None else f"{speed['median']:.3f}× ({speed['low']:.3f}–{speed['high']:.3f})"
-
-
 def diff_tables(diff: ResultsDiff) -> list[dict]:
     tables = []
     if diff.config:
         tables.append({"title": "resolved config (a → b)", "columns": ["key", "a", "b"],
-                       "rows": [[key, "—" if a is None else a, "—" if b is None else b]
+                       "rows": [[key, NO_VALUE if a is None else a, NO_VALUE if b is None else b]
                                 for key, a, b in diff.config]})
     tables.append({"title": "verdicts", "columns": ["stage", "a", "b"],
                    "rows": [[stage, a or "(absent)", b or "(absent)"] for stage, a, b in diff.verdicts]})
     if diff.metrics:
         tables.append({"title": "fidelity vs each run's reference (cumulative)",
                        "columns": ["stage", "metric", "a", "b", "Δ (b − a)"],
-                       "rows": [[m["stage"], m["metric"], _number(m["a"]), _number(m["b"]), _number(m["delta"], "+.3g")]
-                                for m in diff.metrics]})
+                       "rows": [[m["stage"], m["metric"], format_cell(m["a"], ".4g"), format_cell(m["b"], ".4g"),
+                                 format_cell(m["delta"], "+.3g")] for m in diff.metrics]})
     if diff.latency:
         tables.append({"title": "latency (p50; speed-up vs each run's reference, bootstrap 95% interval)",
                        "columns": ["runtime", "workload", "mode", "p50 ms a", "p50 ms b", "Δ p50", "speed-up a",
                                    "speed-up b", "intervals overlap"],
                        "rows": [[m["runtime"], m["workload"], m["mode"], f"{m['p50_ms_a']:.3f} (n {m['n_a']})",
-                                 f"{m['p50_ms_b']:.3f} (n {m['n_b']})", _number(m["p50_change"] * 100, "+.1f") + "%",
-                                 _speedup(m["speedup_a"]), _speedup(m["speedup_b"]),
-                                 "—" if m["intervals_overlap"] is None else
+                                 f"{m['p50_ms_b']:.3f} (n {m['n_b']})",
+                                 format_cell(m["p50_change"] * 100, "+.1f") + "%", speedup_text(m["speedup_a"]),
+                                 speedup_text(m["speedup_b"]),
+                                 NO_VALUE if m["intervals_overlap"] is None else
                                  "yes (no clear change)" if m["intervals_overlap"] else "no"]
                                 for m in diff.latency]})
     return tables

@@ -236,7 +236,7 @@ def load_experiment(path: str | Path, extra_passes: tuple = ()) -> Experiment:
 
 
 def _parts(names: frozenset[str]) -> str:
-    return "{" + ", ".join(sorted(names)) + "}" if names else "{}"
+    return "{" + ", ".join(sorted(names)) + "}"
 
 
 def _gates_line(gates: tuple) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 
-from .bench import BenchConfig, benchmark, environment, prepared_digest
+from .bench import MODES, BenchConfig, benchmark, environment, prepared_digest
 from .checkpoint import file_sha256
 from .experiment import Experiment
 from .fidelity.suites import load_suite
@@ -99,7 +99,6 @@ class HeadToHead:
     bench: BenchConfig = BenchConfig()
     peer: bool = True
     profile: bool = True
-    profile_requests: int = 50
     # wall-clock budget: timing cells not started by 85% of it are skipped, profile entries not started by its end
     budget_s: float | None = None
     # which accepted stages are timed: "stages" every one, "final" only the last (the stack); all are gated
@@ -151,13 +150,12 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
     profiles = None
     if plan.profile and (deadline is None or time.monotonic() < deadline):
         say("profiling")
-        fastest = max(result.accepted_stages[1:] or result.accepted_stages[:1],
-                      key=lambda stage: stage.index)
+        fastest = result.accepted_stages[-1]  # the final accepted stage (stages run in index order)
         chosen = {BASELINE: runtimes[BASELINE]}
         if fastest.index:
             chosen[h2h_label(fastest)] = runtimes[h2h_label(fastest)]
         chosen.update({label: peer for label, peer in peers.items() if label.endswith("compile")})
-        profiles = profile_runtimes(chosen, workloads, plan.profile_requests, deadline=deadline)
+        profiles = profile_runtimes(chosen, workloads, deadline=deadline)
     return plain({
         "kind": "head_to_head", "experiment": experiment.name, "checkpoint": str(plan.checkpoint),
         "checkpoint_sha256": file_sha256(Path(plan.checkpoint) / "model.safetensors"),
@@ -169,27 +167,23 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
                     "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
                     if s.cumulative else None} for s in result.stages],
         "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
-        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens, "answers": answers,
-        "bench": {"config": plain(plan.bench), "summary": latency_records(timed), "samples": timed.samples(),
-                  "skipped_for_time": list(timed.skipped)},
+        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens,
+        "answers": answers, "bench": {"config": plain(plan.bench), "summary": latency_records(timed),
+                                      "samples": timed.samples(), "skipped_for_time": list(timed.skipped)},
         "profile": profiles, "wall_s": round(time.time() - started, 1),
     })
 
 
-def _cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
-    for row in summary:
-        if (row["runtime"], row["workload"], row["mode"]) == (runtime, workload, mode):
-            speed = row["speedup"]
-            ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
-            return f"{row['p50_ms']:.2f}{ratio}"
-    return "—"
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "—"
+    speed = row["speedup"]
+    ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
+    return f"{row['p50_ms']:.2f}{ratio}"
 
 
-def _tail_cell(summary: dict, runtime: str, workload: str, mode: str) -> str:
-    for row in summary:
-        if (row["runtime"], row["workload"], row["mode"]) == (runtime, workload, mode):
-            return f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
-    return "—"
+def _tail_cell(row: dict | None) -> str:
+    return "—" if row is None else f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
 
 
 def render_head_to_head(record: dict) -> str:
@@ -197,14 +191,15 @@ def render_head_to_head(record: dict) -> str:
     summary = record["bench"]["summary"]
     runtimes = list(dict.fromkeys(row["runtime"] for row in summary))
     workloads = [w["name"] for w in record["workloads"]]
-    modes = sorted({row["mode"] for row in summary}, key=["end_to_end", "forward"].index)
-    header = ["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p50 ms (vs {BASELINE})"
-                            for w in workloads for m in modes] + ["agreement / max |dp| vs FP32"]
+    modes = sorted({row["mode"] for row in summary}, key=MODES.index)
+    found = {(row["runtime"], row["workload"], row["mode"]): row for row in summary}
+    columns = [(w, m, f"{w} {'e2e' if m == 'end_to_end' else 'fwd'}") for w in workloads for m in modes]
+    header = ["runtime"] + [f"{name} p50 ms (vs {BASELINE})" for *_, name in columns] + ["agreement / max |dp| vs FP32"]
     rows = []
     for runtime in runtimes:
         answers = record["answers"].get(runtime, {})
         fidelity = "; ".join(f"{w} {a['argmax_agreement']:.3f} / {a['max_abs_dp']:.1e}" for w, a in answers.items())
-        rows.append([runtime] + [_cell(summary, runtime, w, m) for w in workloads for m in modes] + [fidelity])
+        rows.append([runtime] + [_cell(found.get((runtime, w, m))) for w, m, _ in columns] + [fidelity])
     env = record["environment"]
     lines = [f"# Head to head: {record['experiment']}", "",
              f"- checkpoint `{record['checkpoint']}` (sha256 {record['checkpoint_sha256'][:16]})",
@@ -222,10 +217,9 @@ def render_head_to_head(record: dict) -> str:
         lines.append(f"- not timed (time budget): {', '.join(record['bench']['skipped_for_time'])}")
     lines += ["", markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), "",
              "## Tails", "",
-             markdown_table(["runtime"] + [f"{w} {'e2e' if m == 'end_to_end' else 'fwd'} p95 / p99 ms (n)"
-                                           for w in workloads for m in modes],
-                            [[runtime] + [_tail_cell(summary, runtime, w, m) for w in workloads for m in modes]
-                             for runtime in runtimes], "l" + "r" * len(workloads) * len(modes)), "",
+             markdown_table(["runtime"] + [f"{name} p95 / p99 ms (n)" for *_, name in columns],
+                            [[runtime] + [_tail_cell(found.get((runtime, w, m))) for w, m, _ in columns]
+                             for runtime in runtimes], "l" + "r" * len(columns)), "",
              "## Stages", "",
              markdown_table(["stage", "verdict", "max |dp| vs FP32", "failed gates"],
                             [[f"{s['index']} {s['name']}", s["verdict"],

@@ -86,7 +86,7 @@ def utc_text(moment: datetime) -> str:
 _RELATIVE = re.compile(r"^(\d+)([dhm])$")
 
 
-def parse_since(text: str, now: datetime | None = None, what: str = "--since") -> str:
+def parse_since(text: str, now: datetime | None = None) -> str:
     """An ISO date or date-time (UTC unless it says otherwise), or an age such as 7d, 12h, 30m."""
     relative = _RELATIVE.match(text.strip())
     if relative:
@@ -95,7 +95,7 @@ def parse_since(text: str, now: datetime | None = None, what: str = "--since") -
     try:
         return utc_text(datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
     except ValueError:
-        raise InputError(f"{what}: {text!r} is neither an ISO date/time (2030-01-02, 2030-01-02T03:04) "
+        raise InputError(f"--since: {text!r} is neither an ISO date/time (2030-01-02, 2030-01-02T03:04) "
                          "nor an age (7d, 12h, 30m)") from None
 
 
@@ -116,10 +116,10 @@ def _latency(record: Mapping) -> dict:
             for workload, modes in (record.get("timings") or {}).items()}
 
 
-def run_row(manifest: Mapping, results_dir: Path, exit_code: int, recorded: datetime | None = None) -> dict:
+def run_row(manifest: Mapping, results_dir: Path, exit_code: int) -> dict:
     environment = manifest["environment"]
     return {
-        "recorded_utc": utc_text(recorded or datetime.now(timezone.utc)),
+        "recorded_utc": utc_text(datetime.now(timezone.utc)),
         "started_utc": utc_text(datetime.fromisoformat(manifest["started_utc"])),
         "experiment": manifest["experiment"], "results_dir": str(results_dir), "exit_code": exit_code,
         "gates_failed": int(bool(manifest["gates_failed"])), "checkpoint_sha256": manifest["checkpoint"]["sha256"],
@@ -256,10 +256,8 @@ def query(path: Path | None = None, where: HistoryFilter = HistoryFilter()) -> l
             f"WHERE {condition} AND r.id IN (SELECT r.id FROM runs r JOIN stages s ON s.run_id = r.id "
             f"WHERE {condition} GROUP BY r.id ORDER BY r.started_utc DESC, r.id DESC LIMIT ?) "
             f"ORDER BY r.started_utc DESC, r.id DESC, s.stage_index", [*values, *values, where.limit]).fetchall()
-    result = []
-    for row in rows:
-        entry = {key: row[key] for key in row.keys() if key != "id"}
+    entries = [{key: row[key] for key in row.keys() if key != "id"} for row in rows]
+    for entry in entries:
         entry["latency"] = json.loads(entry["latency"] or "{}")
         entry["suites"] = json.loads(entry["suites"] or "[]")
-        result.append(entry)
-    return result
+    return entries

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .system import package_version
+
 UPSTREAM = "laya"
 BACKENDS = ("eager", "compile")
 
@@ -32,12 +34,7 @@ def upstream_problem() -> str | None:
 
 
 def upstream_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(UPSTREAM)
-    except metadata.PackageNotFoundError:
-        return None
+    return package_version(UPSTREAM)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +53,8 @@ class UpstreamPeer:
         return self.agent._encode_state(state, ids, internal)
 
     def model_inputs(self, state: Any, questions: dict) -> list[tuple[tuple[int, ...], tuple[int, ...], int]]:
-        return [(tuple(item["ids"]), tuple(item["markers"]), int(item["qtype"])) for item in self.items(state, questions)]
+        return [(tuple(item["ids"]), tuple(item["markers"]), int(item["qtype"]))
+                for item in self.items(state, questions)]
 
     def _batch(self, state: Any, questions: dict) -> dict:
         from laya.common import collate_items
@@ -88,10 +86,6 @@ class UpstreamPeer:
 
         return forward
 
-    def timeline_call(self, workload) -> Callable[[], None]:
-        call = self.bench_call("forward", workload)
-        return lambda: call(0)
-
     def phase_split(self, workload, requests: int = 50) -> dict:
         call = self.bench_call("end_to_end", workload)
         call(0)
@@ -105,11 +99,11 @@ class UpstreamPeer:
                 "note": "upstream runs as one call; no phase split"}
 
 
-def load_upstream(checkpoint_dir, backend: str, amp: str = "fp16") -> UpstreamPeer:
+def load_upstream(checkpoint_dir, backend: str) -> UpstreamPeer:
     """An upstream agent on CUDA with `backend` (eager or compile, whose warm-up runs at load)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    os.environ.setdefault("LAYA_CUDA_AMP", amp)
+    os.environ.setdefault("LAYA_CUDA_AMP", "fp16")
     import laya
 
     started = time.perf_counter()

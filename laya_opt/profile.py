@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 import numpy as np
 
+from .bench import bench_call
+
 PHASES = ("prepare", "plan_collate", "graph_build", "dispatch", "forward", "host_copy", "decode")
 TOP_KERNELS = 15
 
@@ -104,16 +106,7 @@ def kernel_timeline(call: Callable[[], None], forwards: int = 20, warmup: int = 
                             for name, times in top]}
 
 
-def mlx_forward_call(runtime, workload) -> Callable[[], None]:
-    """One synchronised forward of the workload's first request through the runtime's own forward."""
-    from .bench import forward_call
-
-    call = forward_call(runtime, workload)
-    return lambda: call(0)
-
-
-def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, timeline_forwards: int = 20,
-                     deadline: float | None = None) -> dict:
+def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, deadline: float | None = None) -> dict:
     """Phase split and kernel timeline of every (runtime, workload); peers give what they can.
 
     `deadline` (a time.monotonic() value): pairs not started by then are left out of the result."""
@@ -122,13 +115,9 @@ def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, ti
         for workload in workloads:
             if deadline is not None and time.monotonic() > deadline:
                 return out
-            entry = {}
-            if hasattr(runtime, "phase_split"):
-                entry["phases"] = runtime.phase_split(workload, requests)
-            else:
-                entry["phases"] = phase_split(runtime, workload, requests)
-            call = runtime.timeline_call(workload) if hasattr(runtime, "timeline_call") else \
-                mlx_forward_call(runtime, workload)
-            entry["timeline"] = kernel_timeline(call, timeline_forwards)
-            out.setdefault(label, {})[workload.name] = entry
+            phases = runtime.phase_split(workload, requests) if hasattr(runtime, "phase_split") else \
+                phase_split(runtime, workload, requests)
+            forward = bench_call(runtime, "forward", workload)  # one synchronised forward of the first request
+            out.setdefault(label, {})[workload.name] = {
+                "phases": phases, "timeline": kernel_timeline(lambda: forward(0))}
     return out

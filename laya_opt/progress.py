@@ -13,12 +13,8 @@ Advance = Callable[[int], None]
 Track = Callable[[str, int], ContextManager[Advance]]
 
 
-def _ignore(steps: int = 1) -> None:
-    return None
-
-
 def silent(description: str, total: int) -> ContextManager[Advance]:
-    return nullcontext(_ignore)
+    return nullcontext(lambda steps=1: None)
 
 
 def progress_bar(enabled: bool = True, console=None):

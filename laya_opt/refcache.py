@@ -30,7 +30,8 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
@@ -50,6 +51,7 @@ CHECKPOINT_FILES = ("model.safetensors", "rl_agent_config.json", "encoder/config
 KEY_PREVIEW = 12
 MAX_MB_VARIABLE = "LAYA_OPT_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 512       # entries are 10 KB (smoke) to 160 KB (heldout): thousands fit
+ARRAY_FIELDS = {"probabilities": np.float64, "logits": np.float32, "action": np.float32}  # QuestionOutput's arrays
 
 
 class CorruptEntry(ValueError):
@@ -82,10 +84,10 @@ def _imported_modules(name: str, path: Path) -> set[str]:
     return {module for module in named if module.split(".")[0] == "laya_opt"}
 
 
-def source_files(roots: Sequence[str] = SOURCE_ROOTS) -> dict[str, Path]:
+def source_files() -> dict[str, Path]:
     """Module name -> source file for `roots` and every laya_opt module they import, parents included."""
     found: dict[str, Path] = {}
-    pending = list(roots)
+    pending = list(SOURCE_ROOTS)
     while pending:
         name = pending.pop()
         if name in found:
@@ -99,9 +101,9 @@ def source_files(roots: Sequence[str] = SOURCE_ROOTS) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def source_digest(roots: Sequence[str] = SOURCE_ROOTS) -> str:
+def source_digest() -> str:
     digest = hashlib.sha256()
-    for name, path in source_files(roots).items():
+    for name, path in source_files().items():
         digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -130,14 +132,10 @@ class CacheKey:
     digest: str                # the entry's file name
     components: dict           # what it was computed from, stored in the entry and checked on read
 
-    @property
-    def short(self) -> str:
-        return self.digest[:KEY_PREVIEW]
-
 
 def make_key(components: dict) -> CacheKey:
-    text = json.dumps({"format": FORMAT, **components}, sort_keys=True)
-    return CacheKey(hashlib.sha256(text.encode()).hexdigest(), {"format": FORMAT, **components})
+    components = {"format": FORMAT, **components}
+    return CacheKey(hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components)
 
 
 def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoint_dir: Path, token_sha256: str,
@@ -164,25 +162,17 @@ def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoin
 
 
 def _question_to_plain(q: QuestionOutput) -> dict:
-    model_input = None if q.model_input is None else \
-        {"ids": list(q.model_input.ids), "markers": list(q.model_input.markers), "qtype": q.model_input.qtype}
-    return {"key": q.key, "type_name": q.type_name, "k": q.k, "probabilities": q.probabilities.tolist(),
-            "argmax": q.argmax, "p_true": q.p_true, "score_expectation": q.score_expectation,
-            "act_probability": q.act_probability, "model_input": model_input, "finite": q.finite,
-            "logits": q.logits.tolist(), "action": q.action.tolist(), "label": q.label,
-            "label_index": q.label_index, "tags": dict(q.tags), "deterministic": q.deterministic}
+    row = {f.name: getattr(q, f.name) for f in fields(q)}  # every field: a new one is cached too
+    row.update({name: row[name].tolist() for name in ARRAY_FIELDS}, tags=dict(q.tags),
+               model_input=None if q.model_input is None else asdict(q.model_input))
+    return row
 
 
 def _question_from_plain(row: dict) -> QuestionOutput:
     fed = row["model_input"]
-    return QuestionOutput(
-        key=row["key"], type_name=row["type_name"], k=row["k"],
-        probabilities=np.asarray(row["probabilities"], dtype=np.float64), argmax=row["argmax"],
-        p_true=row["p_true"], score_expectation=row["score_expectation"], act_probability=row["act_probability"],
-        model_input=None if fed is None else ModelInput(tuple(fed["ids"]), tuple(fed["markers"]), fed["qtype"]),
-        finite=row["finite"], logits=np.asarray(row["logits"], dtype=np.float32),
-        action=np.asarray(row["action"], dtype=np.float32), label=row["label"], label_index=row["label_index"],
-        tags=row["tags"], deterministic=row["deterministic"])
+    return QuestionOutput(**{**row, **{name: np.asarray(row[name], dtype) for name, dtype in ARRAY_FIELDS.items()},
+                             "model_input": None if fed is None else
+                             ModelInput(tuple(fed["ids"]), tuple(fed["markers"]), fed["qtype"])})
 
 
 def outputs_to_bytes(outputs: Outputs) -> bytes:
@@ -304,7 +294,7 @@ class CacheResult:
         """One line for the console and report.md."""
         if self.status == "off":
             return f"computed in {self.seconds:.1f} s (cache off)"
-        key = f"key {self.key.short}…"
+        key = f"key {self.key.digest[:KEY_PREVIEW]}…"
         if self.status == "hit":
             return f"cache hit ({key}; loaded in {self.seconds:.2f} s, computing took {self.saved_s:.1f} s)"
         return f"computed in {self.seconds:.1f} s ({key}; {self.note or 'stored'})"
@@ -330,10 +320,8 @@ def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache
         started = time.perf_counter()
         try:
             outputs, header = read_entry(path, key)
-            try:
+            with suppress(OSError):
                 os.utime(path)  # recently used: the last entry pruning removes
-            except OSError:
-                pass
             return CacheResult(outputs, "hit", key, path, time.perf_counter() - started,
                                saved_s=float(header.get("compute_s") or 0.0))
         except (CorruptEntry, OSError) as exc:

@@ -71,12 +71,12 @@ def gate_rows(stage: StageResult, allow_failed_gates: bool) -> list[dict]:
     return rows
 
 
-def worst_questions(stage: StageResult, count: int = WORST_QUESTIONS) -> list[dict]:
+def worst_questions(stage: StageResult) -> list[dict]:
     if stage.cumulative is None:
         return []
     return [{"key": q.key, "type": q.type_name, "tags": plain(q.tags), "max_abs_dp": q.max_abs_dp,
              "reference_argmax": q.reference_argmax, "candidate_argmax": q.candidate_argmax}
-            for q in stage.cumulative.worst(count)]
+            for q in stage.cumulative.worst(WORST_QUESTIONS)]
 
 
 def measurement_record(m) -> dict:
@@ -128,7 +128,7 @@ class SpeedupCell:
     high: float | None
 
     def text(self) -> str:
-        return NO_VALUE if self.median is None else f"{self.median:.3f}× ({self.low:.3f}–{self.high:.3f})"
+        return speedup_text(None if self.median is None else dataclasses.asdict(self))
 
 
 @dataclass(frozen=True)
@@ -144,18 +144,24 @@ class ReportRow:
     wall_s: float | None = None      # applying and evaluating the stage
 
     def cells(self) -> list[str]:
-        return [self.stage, self.kind, _cell(self.argmax_agreement, ".4f"), _cell(self.max_abs_dp, ".2e"),
-                _cell(self.max_abs_dp_incremental, ".2e"), _cell(self.accuracy, ".4f"), _cell(self.wall_s, ".1f"),
+        numbers = ((self.argmax_agreement, ".4f"), (self.max_abs_dp, ".2e"), (self.max_abs_dp_incremental, ".2e"),
+                   (self.accuracy, ".4f"), (self.wall_s, ".1f"))
+        return [self.stage, self.kind, *(format_cell(value, spec) for value, spec in numbers),
                 *(cell.text() for cell in self.speedups), self.verdict]
 
 
-def _cell(value: float | None, spec: str) -> str:
+def format_cell(value: float | None, spec: str) -> str:
     if value is None:
         return NO_VALUE
     return "NaN" if math.isnan(value) else format(value, spec)
 
 
-def _metric(record: Mapping, comparison: str, name: str) -> float | None:
+def speedup_text(speed: Mapping | None) -> str:
+    """A recorded speed-up ({median, low, high}) as `median× (low–high)`."""
+    return NO_VALUE if speed is None else f"{speed['median']:.3f}× ({speed['low']:.3f}–{speed['high']:.3f})"
+
+
+def record_metric(record: Mapping, comparison: str, name: str) -> float | None:
     metrics = record["metrics"][comparison]
     return None if metrics is None else _number(metrics.get(name))
 
@@ -168,11 +174,11 @@ def row_from_record(record: Mapping, workloads: Sequence[str]) -> ReportRow:
                                                 (speedup["median"], speedup["low"], speedup["high"]))))
     verdict = record["verdict"] + (", gates WAIVED" if record["waived"] else "")
     return ReportRow(stage=f"{record['index']} {record['stage']}", kind="exact" if record["exact"] else "approx",
-                     argmax_agreement=_metric(record, "cumulative", "argmax_agreement"),
-                     max_abs_dp=_metric(record, "cumulative", "max_abs_dp"),
+                     argmax_agreement=record_metric(record, "cumulative", "argmax_agreement"),
+                     max_abs_dp=record_metric(record, "cumulative", "max_abs_dp"),
                      max_abs_dp_incremental=None if record["index"] == 0 else
-                     _metric(record, "incremental", "max_abs_dp"),
-                     accuracy=_metric(record, "cumulative", "accuracy_candidate"),
+                     record_metric(record, "incremental", "max_abs_dp"),
+                     accuracy=record_metric(record, "cumulative", "accuracy_candidate"),
                      speedups=tuple(speedups), verdict=verdict, wall_s=stage_wall_s(record))
 
 
@@ -226,12 +232,10 @@ def _latency_section(latency: Sequence[Mapping], workloads: Sequence[Mapping], c
     rows = []
     for m in latency:
         peak = NO_VALUE if m["peak_memory_bytes"] is None else f"{m['peak_memory_bytes'] / 2**20:.1f}"
-        speed = m["speedup"]
-        speed = NO_VALUE if speed is None else f"{speed['median']:.3f}× ({speed['low']:.3f}–{speed['high']:.3f})"
         thin = thin_tails(m["n"])
         tails = [f"{m[f'{name}_ms']:.3f}" + (" *" if name in thin else "") for name in ("p95", "p99")]
         rows.append([m["runtime"], m["workload"], m["mode"], m["n"], f"{m['p50_ms']:.3f}", *tails,
-                     f"{m['questions_per_s']:.1f}", f"{m['cold_ms']:.3f}", peak, speed])
+                     f"{m['questions_per_s']:.1f}", f"{m['cold_ms']:.3f}", peak, speedup_text(m["speedup"])])
     warning = tail_warning(min(m["n"] for m in latency)) if latency else None
     facts = [[f["name"], f["requests"], f["questions"], f["unique_forward_inputs"], f["tokens"],
               f["token_sha256"][:16]] for f in workloads]
@@ -273,7 +277,7 @@ def best_rejected(records: Sequence[Mapping]) -> Mapping | None:
     failed = [r for r in records if r["verdict"] in ("rejected", "stopped")]
 
     def distance(record: Mapping) -> tuple:
-        drift = _metric(record, "cumulative", "max_abs_dp")
+        drift = record_metric(record, "cumulative", "max_abs_dp")
         return failed_gate_count(record), math.inf if drift is None or math.isnan(drift) else drift, record["index"]
 
     return min(failed, key=distance) if failed else None
@@ -281,7 +285,7 @@ def best_rejected(records: Sequence[Mapping]) -> Mapping | None:
 
 def best_rejected_line(record: Mapping) -> str:
     """One sentence naming the closest failed stage and its headline numbers."""
-    numbers = ", ".join(f"{label} {_cell(_metric(record, 'cumulative', name), spec)}"
+    numbers = ", ".join(f"{label} {format_cell(record_metric(record, 'cumulative', name), spec)}"
                         for label, name, spec in (("argmax agree", "argmax_agreement", ".4f"),
                                                   ("max Δp cum", "max_abs_dp", ".3g"),
                                                   ("accuracy", "accuracy_candidate", ".4f")))
@@ -313,14 +317,8 @@ def _platform(environment: Mapping) -> str:
 
 def _run_facts(manifest: Mapping) -> list[str]:
     """Header lines about how the run was made: the reference cache and the export, when recorded."""
-    lines = []
-    cache = manifest["reference"].get("cache")
-    if cache:
-        lines.append(f"- reference: {cache['summary']}")
-    export = manifest.get("export")
-    if export:
-        lines.append(f"- export: {export['summary']}")
-    return lines
+    facts = {"reference": manifest["reference"].get("cache"), "export": manifest.get("export")}
+    return [f"- {name}: {fact['summary']}" for name, fact in facts.items() if fact]
 
 
 def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mapping) -> str:

@@ -48,11 +48,11 @@ from .system import mlx_backend
 SOURCE_DIR = Path(__file__).resolve().parent
 
 
-def git_state(root: Path = SOURCE_DIR) -> dict:
+def git_state() -> dict:
     """The revision of the laya-opt source that ran (not of the working directory)."""
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+            done = subprocess.run(["git", "-C", str(SOURCE_DIR), *args], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -90,10 +90,6 @@ class RunOutcome:
         return 1 if self.export_failed else 0
 
 
-def utc_stamp(now: datetime | None = None) -> str:
-    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-
-
 def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(plain(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -107,10 +103,6 @@ class RunInputs:
     requests: tuple                  # checker EvalRequests over every suite
     bench_config: BenchConfig | None  # None: no benchmark
     workloads: tuple
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.checkpoint.path
 
 
 def _named(experiment: Experiment, message: str) -> ExperimentError:
@@ -183,7 +175,7 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
     seed = inputs.bench_config.seed if inputs.bench_config else 0
     return {
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
-        "checkpoint": {"path": str(inputs.checkpoint_dir), "sha256": facts.weights_sha256},
+        "checkpoint": {"path": str(inputs.checkpoint.path), "sha256": facts.weights_sha256},
         # The dtype the reference's weights are in (Pipeline.run refused it if that is not the declared one).
         "reference": {"identity": reference.identity, "dtype": dtype_name(reference.dtype),
                       "declared_dtype": experiment.reference_dtype, "cache": facts.reference_cache.to_json()},
@@ -232,7 +224,7 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
         say("evaluating the reference" + ("" if cache else " (cache off)"))
         return evaluate_reference(reference, inputs.requests, track)
 
-    key = reference_key(reference, inputs.requests, inputs.checkpoint_dir, measured["token_sha256"],
+    key = reference_key(reference, inputs.requests, inputs.checkpoint.path, measured["token_sha256"],
                         measured["platform"], measured["weights_sha256"]) if cache else None
     return cached_reference(key, compute)
 
@@ -261,13 +253,13 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     if experiment.export is not None:
         check_export_free(experiment.export)
     track = bar_tracker() if show_progress else silent
-    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint_dir} as "
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint.path} as "
         f"{experiment.reference_dtype} (reference)")
     reference = load_reference(experiment, inputs)
-    measured = {"weights_sha256": file_sha256(inputs.checkpoint_dir / "model.safetensors"),
+    measured = {"weights_sha256": file_sha256(inputs.checkpoint.path / "model.safetensors"),
                 "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
                 "platform": environment()}
-    base_name = f"{experiment.name}-{utc_stamp(started)}"
+    base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     with staging_dir(out_root, base_name) as staging:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)
         cached = reference_outputs(reference, inputs, measured, cache, track, say)
@@ -304,37 +296,35 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
 
 def print_outcome(outcome: RunOutcome, console) -> None:
     """The stage table, pass summaries, any failed or waived gates, and where the results are."""
+    def line(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True)
+
     if outcome.reference_cache is not None:
-        console.print(f"reference: {outcome.reference_cache.describe()}", highlight=False, soft_wrap=True)
+        line(f"reference: {outcome.reference_cache.describe()}")
     print_table(console, console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name), ID_COLUMNS,
                 row_styles(outcome.rows))
     if outcome.bench is not None and outcome.bench.measurements:
         warning = tail_warning(min(m.summary.n for m in outcome.bench.measurements))
         if warning:
-            console.print(f"[yellow]warning:[/] latency {warning} (report.md marks them)", highlight=False,
-                          soft_wrap=True)
+            line(f"[yellow]warning:[/] latency {warning} (report.md marks them)")
     for record in outcome.records:
         summary = (record.get("report") or {}).get("summary")
         if summary:
-            console.print(f"stage {record['index']} {record['stage']}: {summary} (details: report.md)",
-                          highlight=False, soft_wrap=True)
+            line(f"stage {record['index']} {record['stage']}: {summary} (details: report.md)")
+    tag, colour = ("WAIVED", "yellow") if outcome.allow_failed_gates else ("FAILED", "red")
     for stage in outcome.pipeline.stages:
         for comparison, result in stage.failed_gates:
-            tag = "WAIVED" if outcome.allow_failed_gates else "FAILED"
-            console.print(f"[bold {'yellow' if outcome.allow_failed_gates else 'red'}]{tag}[/] stage {stage.index} "
-                          f"{stage.name} {comparison}: {result.message or result.gate}", highlight=False,
-                          soft_wrap=True)
+            line(f"[bold {colour}]{tag}[/] stage {stage.index} {stage.name} {comparison}: "
+                 f"{result.message or result.gate}")
     best = best_rejected(outcome.records)
     if best is not None:
-        console.print(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results",
-                      highlight=False, soft_wrap=True)
+        line(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results")
     if outcome.export is not None:
         style = {"written": "green", "skipped": "yellow"}.get(outcome.export["status"], "bold red")
-        console.print(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}",
-                      highlight=False, soft_wrap=True)
-    console.print(f"results: {outcome.results_dir}", highlight=False, soft_wrap=True)
+        line(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}")
+    line(f"results: {outcome.results_dir}")
     if outcome.history:
-        console.print(f"[dim]history: {outcome.history}[/]", highlight=False, soft_wrap=True)
+        line(f"[dim]history: {outcome.history}[/]")
 
 
 def outcome_json(outcome: RunOutcome) -> dict:

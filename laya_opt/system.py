@@ -210,10 +210,9 @@ def doctor_report() -> dict:
     if blas.slow and facts["backend"] == "cpu":
         problems.append(f"MLX's CPU matmuls use the {blas.name} ({blas.library}): fp32 matmul is ~50x slower. "
                         f"Fix: {blas.fix}")
-    for group, members in packages.items():
-        missing = [name for name, version in members.items() if version is None]
-        if missing and group == "required":
-            problems.append(f"required package(s) not installed: {', '.join(missing)}")
+    missing = [name for name, version in packages.get("required", {}).items() if version is None]
+    if missing:
+        problems.append(f"required package(s) not installed: {', '.join(missing)}")
     return {"laya-opt": package_version("laya-opt"), "python": sys.version.split()[0],
             "platform": platform.platform(), **facts, "blas": blas.to_json(), "memory": system_memory(),
             "packages": packages, "peers": peers, "problems": problems}

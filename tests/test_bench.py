@@ -115,12 +115,10 @@ def test_real_benchmark_on_a_tiny_checkpoint(tiny_checkpoint_dir):
     for measurement in result.measurements:
         assert measurement.summary.n == 4 and measurement.cold_ms > 0 and measurement.questions_per_s > 0
         assert (measurement.speedup is None) == (measurement.runtime == "reference")
-    assert result.get("small", "tiny", "forward").speedup.blocks == 2
+    assert [m.speedup.blocks for m in result.measurements if m.runtime == "small"] == [2, 2]
     facts = result.workloads[0]
     assert (facts.requests, facts.questions, facts.unique_forward_inputs) == (2, 6, 3)
     assert result.samples()["small"]["tiny"]["end_to_end"]["blocks_ms"][1]
-    with pytest.raises(KeyError, match="no measurement for runtime 'small', workload 'other'"):
-        result.get("small", "other")
 
 
 def test_token_hash_follows_the_token_tensors(tiny_checkpoint_dir):

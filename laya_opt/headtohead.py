@@ -164,6 +164,10 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
         "token_sha256": {w.name: prepared_digest([reference.prepare(s, q) for s, q in w.requests]) for w in workloads},
         "stages": [{"index": s.index, "name": s.name, "verdict": s.verdict, "exact": s.exact,
                     "failed_gates": [f"{kind}: {r.message or r.gate}" for kind, r in s.failed_gates],
+                    # every gate's measured value, passed ones too (a passing kernel probe says by how much)
+                    "gates": [{"kind": kind, "gate": str(r.gate), "measured": r.measured, "passed": r.passed}
+                              for kind, results in (("incremental", s.incremental_gates),
+                                                    ("cumulative", s.cumulative_gates)) for r in results],
                     "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
                     if s.cumulative else None} for s in result.stages],
         "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},

@@ -47,6 +47,10 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     assert record["peer_note"] == upstream_problem() and record["token_identity"] is None
     assert record["suite_labels"] == "used"  # the tiny checkpoint does not say its weights are random
     assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
+    (exact_dp,) = [g for g in record["stages"][2]["gates"]  # passing gates keep their measured values
+                   if g["kind"] == "incremental" and g["gate"].startswith("max_abs_dp <=")]
+    assert exact_dp["measured"] == 0.0 and exact_dp["passed"] is True
+    assert not all(g["passed"] for g in record["stages"][3]["gates"])
     timed = {row["runtime"] for row in record["bench"]["summary"]}
     assert timed == {"mlx eager", "1:prefix_cache", "2:masks_once"}  # rejected stages are not timed
     assert {row["mode"] for row in record["bench"]["summary"]} == {"end_to_end", "forward"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -15,6 +16,7 @@ QUESTIONS = {"callback": {"type": "noul", "instructions": "The customer wants a 
              "urgency": {"type": "score", "instructions": "How urgent is this?",
                          "criteria": ["minor", "serious", "critical"]}}
 EXPERIMENT = """name: wheel-smoke
+checkpoint: ckpt
 candidate_dtype: float32
 suites: [smoke]
 passes:
@@ -60,8 +62,11 @@ def test_the_wheel_imports_under_laya_opt_only(installed, tmp_path):
     assert "'heldout'," in done.stdout and done.stdout.rstrip().endswith("None None")
 
 
-def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installed, tmp_path):
+def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installed, tmp_path, tiny_checkpoint_dir):
+    """predict on the bundled stand-in; the experiment on a tiny checkpoint by relative path (the stand-in's
+    smoke run takes 18 s on the CPU) with the bundled smoke suite."""
     bin_dir, _ = installed
+    shutil.copytree(tiny_checkpoint_dir, tmp_path / "ckpt")
     (tmp_path / "q.json").write_text(json.dumps(QUESTIONS))
     predicted = run(installed, tmp_path, bin_dir / "laya-opt", "predict", "--state",
                     "It is a minor issue. Please do not call me back.", "--questions", "q.json", "--json")

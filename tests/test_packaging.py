@@ -7,6 +7,7 @@ import shutil
 import site
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,13 @@ def installed(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
                    check=True, capture_output=True)
     (wheel,) = (tmp / "dist").glob("laya_opt-*.whl")
-    # No pip inside the venv (ensurepip takes 5 s): this interpreter's pip installs into it.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")], check=True)
+    # No pip inside the venv (ensurepip takes 5 s): this interpreter's pip installs into it (pip >= 22.3).
+    outer_pip = tuple(int(part) for part in version("pip").split(".")[:2]) >= (22, 3)
+    subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if outer_pip else []), str(tmp / "venv")],
+                   check=True)
     bin_dir = tmp / "venv" / "bin"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(bin_dir / "python")] if outer_pip else [str(bin_dir / "pip")]
+    subprocess.run([*pip, "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
     # mlx, numpy, tokenizers, ... from this environment's site-packages; its editable laya_opt hook is a .pth,
     # which PYTHONPATH entries never run, so only the wheel's laya_opt is importable.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(site.getsitepackages()))

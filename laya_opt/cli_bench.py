@@ -42,7 +42,8 @@ def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks
     Every stage is gated; --time stages (the default) times every accepted one, --time final only the last.
 
     Answers are compared with the FP32 reference side by side with the speed; upstream's token ids are
-    checked against laya-opt's. Writes head_to_head.json, report.md and (with matplotlib) plots.
+    checked against laya-opt's. Writes head_to_head.json (raw samples; every stage's gates with their
+    measured values), report.md and (with matplotlib) plots.
     """
     import dataclasses
 

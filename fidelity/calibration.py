@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.batching import Batch, insertion_order_planner, pad_batch
+from laya_opt.batching import Batch, bucket_for, insertion_order_planner, multiple_buckets, pad_batch
 from laya_opt.passes_api import apply_pass
 from laya_opt.registry import get_pass
 from laya_opt.runtime import Forward, Runtime
@@ -42,10 +42,11 @@ def row_split_forward(forward: Forward) -> Forward:
 
 def padded_forward(forward: Forward, multiple: int, pad_id: int, max_len: int) -> Forward:
     """Each batch padded to the next multiple of `multiple` tokens (at most max_len), as compile buckets do."""
+    buckets = multiple_buckets(multiple, max_len)
+
     def run_padded(model, kernels, batch: Batch):
         length = batch.input_ids.shape[1]
-        target = max(length, min(-(-length // multiple) * multiple, max_len))
-        return forward(model, kernels, pad_batch(batch, target, pad_id))
+        return forward(model, kernels, pad_batch(batch, bucket_for(length, buckets) or length, pad_id))
 
     run_padded.description = f"padded to a multiple of {multiple}"
     return run_padded

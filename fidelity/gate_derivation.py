@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, accuracy_gate, common_gates, flip_gate, spec_gates
+from .gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, gate_table, spec_bounds
 
 NOISE_SOURCES = ("run_to_run", "row_split", "batch_1", "batch_4", "length_sorted", "padded_16")
 CALIBRATED_METRICS = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")
@@ -115,16 +115,14 @@ def drift_bounds(dtype: str, drift: Mapping[str, float]) -> dict[str, tuple[floa
             for metric in CALIBRATED_METRICS}
 
 
-def _sum(first: Mapping, second: Mapping, floor_from: Mapping | None = None) -> dict[str, tuple[float, float, str]]:
-    """Rule 5: add two bound tables; the noise floor is taken from `floor_from` (default: the first)."""
-    floor_from = floor_from or first
-    return {metric: (combined(metric, first[metric][0], second[metric][0]), floor_from[metric][1],
+def _sum(first: Mapping, second: Mapping) -> dict[str, tuple[float, float, str]]:
+    """Rule 5: add two bound tables; the noise floor is the first's."""
+    return {metric: (combined(metric, first[metric][0], second[metric][0]), first[metric][1],
                      f"({first[metric][2]}) + ({second[metric][2]})") for metric in CALIBRATED_METRICS}
 
 
-def _gates(prefix: tuple[Gate, ...], bounds: Mapping[str, tuple[float, float, str]], tail: tuple[Gate, ...] = ()
-           ) -> tuple[Gate, ...]:
-    return prefix + tuple(_bound(metric, *bounds[metric]) for metric in CALIBRATED_METRICS) + tail
+def _gates(bounds: Mapping[str, tuple[float, float, str]]) -> tuple[Gate, ...]:
+    return tuple(_bound(metric, *bounds[metric]) for metric in CALIBRATED_METRICS)
 
 
 def approximate_allowance(measured: Mapping[str, Any]) -> dict[str, tuple[float, float, str]] | None:
@@ -142,23 +140,16 @@ def dtype_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping | No
     floor = floors(dtype, measured["max_abs_logit"])
     exact = exact_bounds(dtype, noise, floor)
     float32 = dtype == "float32"
-    flips = flip_gate(float32)
     cumulative_exact = exact if float32 else _sum(drift_bounds(dtype, measured["drift"][dtype]), exact)
-    exact_cumulative = _gates(common_gates("cumulative") + (flips,), cumulative_exact, (accuracy_gate(),))
     if allowance is None:  # the spec's allowance, on max |dp| only
-        fallback = spec_gates().gates[dtype]
-        approximate_incremental, approximate_cumulative = fallback.approximate_incremental, \
-            fallback.approximate_cumulative
+        _, approximate, both = spec_bounds(dtype)
+        approximate_bounds, approximate_cumulative = (approximate,), (both,)
     else:
         # An approximate pass's own comparison carries the same-dtype noise of the dtype.
         own = {metric: (threshold, exact[metric][1], text)
                for metric, (threshold, _, text) in allowance.items()}
-        approximate_incremental = _gates(common_gates("incremental") + (flip_gate(False),), own, (accuracy_gate(),))
-        approximate_cumulative = _gates(common_gates("cumulative") + (flip_gate(False),),
-                                        _sum(cumulative_exact, allowance), (accuracy_gate(),))
-    return DtypeGates(exact_incremental=_gates(common_gates("incremental") + (flips,), exact),
-                      exact_cumulative=exact_cumulative,
-                      approximate_incremental=approximate_incremental, approximate_cumulative=approximate_cumulative)
+        approximate_bounds, approximate_cumulative = _gates(own), _gates(_sum(cumulative_exact, allowance))
+    return gate_table(float32, _gates(exact), _gates(cumulative_exact), approximate_bounds, approximate_cumulative)
 
 
 def check_measured(measured: Mapping[str, Any]) -> None:

@@ -40,8 +40,9 @@ from typing import Any, Literal
 import yaml
 
 from laya_opt.errors import SchemaError
+from laya_opt.jsonio import read_yaml
 from laya_opt.resources import STANDIN, gates_file_path
-from laya_opt.schema import parse, read_yaml, to_plain
+from laya_opt.schema import parse, to_plain
 
 from .metrics import LABEL_METRICS, METRIC_NAMES
 
@@ -280,25 +281,39 @@ def accuracy_gate() -> Gate:
                 derivation="§12.12.6: held-out labelled quality may drop by at most 0.02")
 
 
-@lru_cache(maxsize=None)
-def spec_gates() -> GatesFile:
-    """The fallback: the spec's fixed tolerances, for a dtype no calibration covers (or `gates_file: spec`)."""
+def gate_table(float32: bool, exact: tuple[Gate, ...], exact_cumulative: tuple[Gate, ...],
+               approximate: tuple[Gate, ...], approximate_cumulative: tuple[Gate, ...]) -> DtypeGates:
+    """One dtype's default gate lists from their bound gates; the common, flip and accuracy gates around them
+    are the same in every gates file."""
+    flips = flip_gate(float32)
+    return DtypeGates(
+        exact_incremental=common_gates("incremental") + (flips, *exact),
+        exact_cumulative=common_gates("cumulative") + (flips, *exact_cumulative, accuracy_gate()),
+        approximate_incremental=common_gates("incremental") + (flip_gate(False), *approximate, accuracy_gate()),
+        approximate_cumulative=common_gates("cumulative") + (flip_gate(False), *approximate_cumulative,
+                                                              accuracy_gate()))
+
+
+def spec_bounds(name: str) -> tuple[Gate, Gate, Gate]:
+    """The spec's max |dp| bounds of a dtype: (exact, one approximate pass, the two together)."""
     def dp(threshold: float, derivation: str) -> Gate:
         return Gate("max_abs_dp", "<=", threshold, derivation=derivation)
 
+    tolerance = SPEC_MAX_ABS_DP_EXACT[name]
+    return (dp(tolerance, f"spec tolerance for {name} (§11.5/§11.6/§11.8; not calibrated)"),
+            dp(SPEC_MAX_ABS_DP_APPROXIMATE, "spec §11.5 FP16 tolerance as the allowance of one approximate "
+                                            "pass (not calibrated)"),
+            dp(tolerance + SPEC_MAX_ABS_DP_APPROXIMATE, "exact tolerance plus one approximate allowance "
+                                                        "(not calibrated)"))
+
+
+@lru_cache(maxsize=None)
+def spec_gates() -> GatesFile:
+    """The fallback: the spec's fixed tolerances, for a dtype no calibration covers (or `gates_file: spec`)."""
     tables = {}
-    for name, tolerance in SPEC_MAX_ABS_DP_EXACT.items():
-        exact = dp(tolerance, f"spec tolerance for {name} (§11.5/§11.6/§11.8; not calibrated)")
-        approximate = dp(SPEC_MAX_ABS_DP_APPROXIMATE, "spec §11.5 FP16 tolerance as the allowance of one approximate "
-                                                      "pass (not calibrated)")
-        both = dp(tolerance + SPEC_MAX_ABS_DP_APPROXIMATE, "exact tolerance plus one approximate allowance "
-                                                           "(not calibrated)")
-        flips = flip_gate(name == "float32")
-        tables[name] = DtypeGates(
-            exact_incremental=common_gates("incremental") + (flips, exact),
-            exact_cumulative=common_gates("cumulative") + (flips, exact, accuracy_gate()),
-            approximate_incremental=common_gates("incremental") + (flip_gate(False), approximate, accuracy_gate()),
-            approximate_cumulative=common_gates("cumulative") + (flip_gate(False), both, accuracy_gate()))
+    for name in SPEC_MAX_ABS_DP_EXACT:
+        exact, approximate, both = spec_bounds(name)
+        tables[name] = gate_table(name == "float32", (exact,), (exact,), (approximate,), (both,))
     return GatesFile(name=SPEC, gates=tables, description="the spec's tolerances, fixed in advance (no measurement)")
 
 

@@ -19,13 +19,15 @@ from typing import Callable, Sequence
 import mlx.core as mx
 import numpy as np
 
+from laya_opt.checkpoint import DTYPES
 from laya_opt.model import AttentionInputs, Kernels
 from laya_opt.runtime import Runtime, eager_forward
 
+from . import gate_derivation
 from .checker import EvalRequest, longest_requests
 
 PROBE_REQUESTS = 2          # the gating suite's longest requests (checker.longest_requests)
-EPSILON = {mx.float32: 2.0 ** -23, mx.float16: 2.0 ** -10, mx.bfloat16: 2.0 ** -7}
+EPSILON = {DTYPES[name]: value for name, value in gate_derivation.EPSILON.items()}
 NEAR_ZERO = 1 / 20          # values below max |reference| / 20 are judged against that, not against themselves
 # The whole encoder stack is 28 layers of kernels: a replacement that rounds once where the reference
 # rounds twice (a fused GeGLU) differs by one rounding per layer, amplified through the layers after it,

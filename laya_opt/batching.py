@@ -60,6 +60,16 @@ def _padding(current: int, target: int, refusal: str) -> int:
     return target - current
 
 
+def multiple_buckets(multiple: int, max_len: int) -> tuple[int, ...]:
+    """Every multiple of `multiple` below max_len, then max_len itself (the port's m = 16 policy)."""
+    return tuple(range(multiple, max_len, multiple)) + (max_len,)
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int | None:
+    """Smallest bucket >= length; None when every bucket is shorter."""
+    return next((bucket for bucket in buckets if bucket >= length), None)
+
+
 def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
     """Extend a batch to `length` with padding columns (used by shape buckets)."""
     current = batch.input_ids.shape[1]

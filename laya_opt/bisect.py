@@ -22,13 +22,13 @@ import yaml
 from .experiment import Experiment
 from .fidelity.checker import EvalRequest
 from .console import rich_table
+from .fidelity.gate_derivation import CALIBRATED_METRICS
 from .fidelity.sensitivity import selects_units, sensitivity_table, unit_sensitivity
 from .pipeline import PipelineResult, StageResult
 from .runner import load_inputs, load_reference, precheck_steps
 from .runtime import Runtime
 from .schema import to_plain
 
-DRIFT_BOUNDED = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")   # what the units are ranked against
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,6 @@ class BisectResult:
         return self.verified is not None and not self.verified.gates_failed
 
 
-def failed_gates(stage: StageResult) -> tuple[str, ...]:
-    return tuple(f"{comparison}: {gate.message or gate.gate}" for comparison, gate in stage.failed_gates)
-
-
 def with_exclusion(experiment: Experiment, step_index: int, exclude: tuple[str, ...]) -> Experiment:
     """The experiment with one pass's `exclude` list replaced (step_index counts the passes, not stage 0)."""
     step = experiment.steps[step_index]
@@ -75,10 +71,11 @@ def pass_entry_yaml(experiment: Experiment, step_index: int) -> str:
 
 
 def _run(experiment: Experiment, reference: Runtime, requests: Sequence[EvalRequest],
-         steps: int | None = None) -> PipelineResult:
+         steps: int | None = None, reference_outputs=None) -> PipelineResult:
     pipeline = experiment.pipeline() if steps is None else \
         dataclasses.replace(experiment, steps=experiment.steps[:steps]).pipeline()
-    return pipeline.run(reference, requests, reference_dtype=experiment.reference_dtype)
+    return pipeline.run(reference, requests, reference_dtype=experiment.reference_dtype,
+                        reference_outputs=reference_outputs)
 
 
 def smallest_passing(units: Sequence[str], passes: Callable[[int], bool]) -> int | None:
@@ -114,7 +111,7 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
         return BisectResult(result.stages, failing, seconds=time.perf_counter() - started)
     say(f"ranking {unit}s by what {step.name} alone does to each")
     bounds = {result.gate.metric: result.gate.threshold for result in failing.incremental_gates
-              if result.gate.op == "<=" and result.gate.metric in DRIFT_BOUNDED}
+              if result.gate.op == "<=" and result.gate.metric in CALIBRATED_METRICS}
     ranking = tuple(unit_sensitivity(parent, requests, step.spec, step.config, unit, bounds))
     units = [row["unit"] for row in ranking]
     trials: dict[int, ExclusionTrial] = {}
@@ -122,10 +119,11 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
     def passes(count: int) -> bool:
         exclude = tuple(step.config.exclude) + tuple(units[:count])
         say(f"gating {step.name} with exclude {list(exclude)}")
-        trial = _run(with_exclusion(experiment, step_index, exclude), reference, requests, steps=step_index + 1)
+        trial = _run(with_exclusion(experiment, step_index, exclude), reference, requests, steps=step_index + 1,
+                     reference_outputs=result.reference_outputs)  # the reference is the same in every trial
         stage = trial.stages[-1]
         passed = stage.index == failing.index and stage.gates_passed
-        trials[count] = ExclusionTrial(exclude, passed, failed_gates(stage))
+        trials[count] = ExclusionTrial(exclude, passed, stage.failure_messages)
         return passed
 
     count = smallest_passing(units, passes)
@@ -135,7 +133,7 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
     exclude = trials[count].exclude
     fixed = with_exclusion(experiment, step_index, exclude)
     say(f"verifying the whole stack with exclude {list(exclude)}")
-    verified = _run(fixed, reference, requests)
+    verified = _run(fixed, reference, requests, reference_outputs=result.reference_outputs)
     return BisectResult(result.stages, failing, ranking, ordered, exclude, verified,
                         pass_entry_yaml(fixed, step_index), time.perf_counter() - started)
 
@@ -155,7 +153,7 @@ def summary_lines(outcome: BisectResult) -> list[str]:
     if outcome.failing is None:
         return ["every gate passed: nothing to bisect"]
     lines = [f"first failing stage: {outcome.failing.index} {outcome.failing.name}"]
-    lines += [f"  {text}" for text in failed_gates(outcome.failing)]
+    lines += [f"  {text}" for text in outcome.failing.failure_messages]
     if outcome.failing.index == 0:
         return lines + ["the baseline (the cast to the candidate dtype) fails: no pass to bisect"]
     if not outcome.ranking:
@@ -191,7 +189,7 @@ def print_bisect(outcome: BisectResult, console) -> None:
 
 def as_json(outcome: BisectResult) -> dict[str, Any]:
     return {"failing_stage": None if outcome.failing is None else
-            {"index": outcome.failing.index, "name": outcome.failing.name, "failed": failed_gates(outcome.failing)},
+            {"index": outcome.failing.index, "name": outcome.failing.name, "failed": outcome.failing.failure_messages},
             "ranking": list(outcome.ranking),
             "trials": [dataclasses.asdict(trial) for trial in outcome.trials],
             "exclude": None if outcome.exclude is None else list(outcome.exclude), "fixed": outcome.fixed,

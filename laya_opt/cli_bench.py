@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .console import output_console
+from .console import output_console, progress_printer
 
 
 @click.command("bench")
@@ -63,7 +63,7 @@ def bench(experiment_file, arch, checkpoint, workloads, requests, warmup, blocks
         plan = HeadToHead(experiment=dataclasses.replace(experiment, checkpoint=path), checkpoint=path,
                           workloads=tuple(workloads), bench=config, peer=peer == "upstream", profile=profile,
                           budget_s=budget_s, timed_stages=timed_stages)
-        record = run_head_to_head(plan, say=lambda message: console.print(f"[dim]· {message}[/]", highlight=False))
+        record = run_head_to_head(plan, say=progress_printer(console))
         record["arch"] = arch
         written = write_head_to_head(record, Path(out_dir))
     console.print((written / "report.md").read_text(), highlight=False, markup=False)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .cli_run import candidate_dtype_option, load_for_run, suite_option
-from .console import output_console
+from .console import output_console, progress_printer
 
 FOUND_NOTHING = 3   # a gate fails and no verified exclusion list makes the stack pass (as `run` exits 3)
 
@@ -30,8 +30,7 @@ def bisect(experiment_file: str, candidate_dtype: str | None, suites: tuple[str,
 
     experiment = load_for_run(experiment_file, candidate_dtype, suites)
     console = output_console()
-    say = (lambda message: None) if as_json else (lambda message: console.print(f"[dim]· {message}[/]",
-                                                                                 highlight=False))
+    say = progress_printer(console, as_json)
     outcome = bisect_experiment(experiment, unit=unit, say=say)
     if as_json:
         click.echo(json.dumps(bisect_json(outcome), indent=2))

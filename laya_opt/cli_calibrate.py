@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from .console import output_console, rich_table
+from .checkpoint import DTYPES
+from .console import output_console, progress_printer, rich_table
 from .errors import InputError, SchemaError
 from .resources import STANDIN
-from .schema import read_yaml
+from .jsonio import read_yaml
 
-DTYPE_CHOICES = ("float32", "float16", "bfloat16")
+DTYPE_CHOICES = tuple(DTYPES)
 
 
 def command_line(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], out_file: Path,
@@ -77,7 +78,7 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
         loaded = [load_suite(suite_path(value, f"--suite {value}")) for value in suites]
         measured = measure(load_runtime(directory, "float32"), suite_requests(loaded),
                            dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
-                           say=lambda message: console.print(f"[dim]· {message}[/]", highlight=False))
+                           say=progress_printer(console))
         measured["suites"] = [{"name": s.name, "sha256": s.sha256, "records": len(s.records)} for s in loaded]
         env = environment()
         source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(directory / "model.safetensors"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from .console import output_console, print_table
-from .report import NO_VALUE, format_cell
+from .report import NO_VALUE, format_cell, speedup_text
 
 
 def _speedups(latency: dict) -> str:
@@ -15,7 +15,7 @@ def _speedups(latency: dict) -> str:
     for workload, modes in latency.items():
         speedup = (modes.get("end_to_end") or {}).get("speedup")
         if speedup:
-            cells.append(f"{workload} {speedup['median']:.2f}× ({speedup['low']:.2f}–{speedup['high']:.2f})")
+            cells.append(f"{workload} {speedup_text(speedup, '.2f')}")
     return ", ".join(cells) or NO_VALUE
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from .console import output_console
+from .console import output_console, progress_printer
 
 
 @click.command("explain")
@@ -91,8 +91,6 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
     to passing. With --bisect, a failed gate is followed by a bisection of the stack.
     """
-    from rich.markup import escape
-
     from .errors import ExperimentError
     from .experiment import export_plan
     from .pipeline import PipelineError
@@ -106,8 +104,7 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
             export_stage, export_dir, experiment.steps, "--export-stage", "--export-dir"))
     quiet = quiet or as_json
     console = output_console()
-    say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {escape(message)}[/]",
-                                                                              highlight=False))
+    say = progress_printer(console, quiet)
     try:
         outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
                                  allow_failed_gates=allow_failed_gates,

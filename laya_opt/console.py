@@ -1,9 +1,10 @@
 """Terminal output of the CLI: a console that keeps ids and layer names whole, and generic tables."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 PIPED_WIDTH = 240  # piped or captured output: wide enough that ids and layer names stay whole
@@ -14,6 +15,14 @@ def output_console() -> Console:
     """A console on stdout; when stdout is no terminal, a wide one instead of rich's 80 columns."""
     console = Console()
     return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
+def progress_printer(console: Console, quiet: bool = False) -> Callable[[str], None]:
+    """`say(message)` for a command's progress lines (`· message`, dim); the message is printed as text, so
+    a path or pass name holding [brackets] is not taken for markup."""
+    if quiet:
+        return lambda message: None
+    return lambda message: console.print(f"[dim]· {escape(message)}[/]", highlight=False)
 
 
 def whole_width(header: str, cells) -> int:

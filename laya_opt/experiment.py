@@ -47,7 +47,8 @@ from .passes_api import check_order
 from .pipeline import BASELINE, GateSet, Pipeline, Step
 from .registry import Registry, build_registry
 from .resources import checkpoint_path, suite_path
-from .schema import convert, parse, read_yaml, to_plain
+from .jsonio import read_yaml
+from .schema import convert, parse, to_plain
 
 DTYPE = Literal["float32", "float16", "bfloat16"]
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -163,7 +163,7 @@ def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda messa
         "workloads": [vars(facts) for facts in timed.workloads],
         "token_sha256": {w.name: prepared_digest([reference.prepare(s, q) for s, q in w.requests]) for w in workloads},
         "stages": [{"index": s.index, "name": s.name, "verdict": s.verdict, "exact": s.exact,
-                    "failed_gates": [f"{kind}: {r.message or r.gate}" for kind, r in s.failed_gates],
+                    "failed_gates": s.failure_messages,
                     # every gate's measured value, passed ones too (a passing kernel probe says by how much)
                     "gates": [{"kind": kind, "gate": str(r.gate), "measured": r.measured, "passed": r.passed}
                               for kind, results in (("incremental", s.incremental_gates),

@@ -1,4 +1,5 @@
-"""JSON read strictly, from files or text: UTF-8, no duplicate keys, bounded size and nesting.
+"""JSON (and the YAML settings files) read strictly, from files or text: UTF-8, no duplicate keys,
+bounded size and nesting.
 
 Every problem is an error of the caller's chosen type (`ConfigError` for a checkpoint's configs,
 `QuestionError` for a questions file, ...) whose message starts with the file or option it came from,
@@ -7,6 +8,7 @@ make a duplicated question id silently drop the first question: here it is an er
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,35 @@ def read_text(path: Path, error: type[InputError] = InputError, max_bytes: int =
 
 def read_json(path: Path, error: type[InputError] = InputError) -> Any:
     return loads(read_text(path, error), str(path), error)
+
+
+@functools.cache
+def _unique_key_loader():
+    """A safe loader that refuses duplicate mapping keys (PyYAML would keep the last one silently); built on
+    first use, so that loading a runtime does not import PyYAML."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def read_yaml(path: Path, error: type[InputError]) -> Any:
+    """A YAML settings file (experiments, gates files) with a safe loader; problems raise `error` naming the file."""
+    import yaml
+
+    text = read_text(path, error)
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader subclass)
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer beyond Python's 4,300-digit limit
+        raise error(f"{path}: invalid YAML ({exc})") from None
+    except RecursionError:
+        raise error(f"{path}: invalid YAML (nested too deeply)") from None

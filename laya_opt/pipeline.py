@@ -229,6 +229,11 @@ class StageResult:
             tuple(("cumulative", r) for r in self.cumulative_gates if not r.passed)
 
     @property
+    def failure_messages(self) -> tuple[str, ...]:
+        """`comparison: message` of each failed gate."""
+        return tuple(f"{comparison}: {result.message or result.gate}" for comparison, result in self.failed_gates)
+
+    @property
     def gates_passed(self) -> bool:
         return not self.failed_gates
 

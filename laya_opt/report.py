@@ -156,9 +156,11 @@ def format_cell(value: float | None, spec: str) -> str:
     return "NaN" if math.isnan(value) else format(value, spec)
 
 
-def speedup_text(speed: Mapping | None) -> str:
+def speedup_text(speed: Mapping | None, spec: str = ".3f") -> str:
     """A recorded speed-up ({median, low, high}) as `median× (low–high)`."""
-    return NO_VALUE if speed is None else f"{speed['median']:.3f}× ({speed['low']:.3f}–{speed['high']:.3f})"
+    if speed is None:
+        return NO_VALUE
+    return f"{speed['median']:{spec}}× ({speed['low']:{spec}}–{speed['high']:{spec}})"
 
 
 def record_metric(record: Mapping, comparison: str, name: str) -> float | None:

@@ -17,12 +17,9 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .errors import InputError, SchemaError
+from .errors import SchemaError
 
 
 def type_name(value: Any) -> str:
@@ -199,29 +196,3 @@ def non_default(config: Any) -> dict:
         if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING or value != default:
             out[spec.name] = to_plain(value)
     return out
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate mapping keys (PyYAML would keep the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml(path: Path, error: type[InputError]) -> Any:
-    """A YAML settings file (experiments, gates files) with a safe loader; problems raise `error` naming the file."""
-    from .jsonio import read_text
-
-    text = read_text(path, error)
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer beyond Python's 4,300-digit limit
-        raise error(f"{path}: invalid YAML ({exc})") from None
-    except RecursionError:
-        raise error(f"{path}: invalid YAML (nested too deeply)") from None

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.batching import Batch, pad_batch, pad_rows, pad_slots
+from laya_opt.batching import Batch, bucket_for, multiple_buckets, pad_batch, pad_rows, pad_slots
 from laya_opt.model import Kernels, LayaModel
 from laya_opt.passes_api import PassSpec
 from laya_opt.schema import checked
@@ -103,16 +103,6 @@ def plan_buckets(histogram: Mapping[int, int], max_padding_waste: float, max_buc
         end = int(chosen[end]) - 1
         edges.append(int(lengths[end]))
     return BucketPlan(tuple(sorted(edges)), waste, waste <= budget)
-
-
-def multiple_buckets(multiple: int, max_len: int) -> tuple[int, ...]:
-    """Every multiple of `multiple` below max_len, then max_len itself (the port's m = 16 policy)."""
-    return tuple(range(multiple, max_len, multiple)) + (max_len,)
-
-
-def bucket_for(length: int, buckets: Sequence[int]) -> int | None:
-    """Smallest bucket >= length; None when every bucket is shorter."""
-    return next((bucket for bucket in buckets if bucket >= length), None)
 
 
 def length_histogram(runtime, requests: Sequence[tuple[Any, Mapping]]) -> dict[int, int]:

@@ -9,7 +9,7 @@ from rich.console import Console
 import laya_opt
 from laya_opt.bench import thin_tails, tail_warning
 from laya_opt.cli import main
-from laya_opt.console import min_table_width, print_table
+from laya_opt.console import min_table_width, print_table, progress_printer
 from laya_opt.progress import bar_tracker, silent
 from laya_opt.report import ReportRow, SpeedupCell, console_table
 
@@ -68,3 +68,11 @@ def test_a_progress_bar_shows_an_eta_on_a_terminal():
 def test_version():
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"laya-opt, version {laya_opt.__version__}"
+
+
+def test_progress_lines_print_brackets_as_text_and_quiet_prints_nothing():
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=False)
+    progress_printer(console)("loading /tmp/[run]/ckpt with exclude ['encoder.layers.0']")
+    progress_printer(console, quiet=True)("never shown")
+    assert out.getvalue() == "· loading /tmp/[run]/ckpt with exclude ['encoder.layers.0']\n"

@@ -15,9 +15,9 @@ import sys
 import time
 
 import laya_opt as lo  # first: BLAS choice before mlx.core loads
-from laya_opt.bench import summarize
-from laya_opt.decode import decode_answer, decode_answers
-from laya_opt.fidelity.workloads import build_workload
+from laya_opt.timing.bench import summarize
+from laya_opt.core.decode import decode_answer, decode_answers
+from laya_opt.suites.workloads import build_workload
 
 
 def one_at_a_time(source: str | None):

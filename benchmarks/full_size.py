@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import laya_opt as lo  # first: BLAS choice before mlx.core loads
-from laya_opt.bench import BenchConfig, benchmark, prepared_digest
-from laya_opt.fidelity.workloads import build_workload
-from laya_opt.profile import profile_runtimes
-from laya_opt.report import latency_records, plain
-from laya_opt.synth import write_random_checkpoint
+from laya_opt.timing.bench import BenchConfig, benchmark, prepared_digest
+from laya_opt.suites.workloads import build_workload
+from laya_opt.timing.profile import profile_runtimes
+from laya_opt.runs.report import latency_records, plain
+from laya_opt.core.synth import write_random_checkpoint
 
 ALONE = (("prefix_cache", {}), ("masks_once", {}), ("qkv_views", {}), ("fused_encoder", {}),
          ("fused_encoder+gemm", {"gemm": True}), ("head_prune_final", {}),

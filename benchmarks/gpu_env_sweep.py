@@ -28,9 +28,9 @@ def child(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import laya_opt as lo  # first: BLAS choice before mlx.core loads
     from full_size import STACK
-    from laya_opt.bench import BenchConfig, benchmark
-    from laya_opt.fidelity.workloads import build_workload
-    from laya_opt.report import latency_records
+    from laya_opt.timing.bench import BenchConfig, benchmark
+    from laya_opt.suites.workloads import build_workload
+    from laya_opt.runs.report import latency_records
 
     base = lo.load(args.checkpoint, dtype="float16", batch_size=64)
     stack = base

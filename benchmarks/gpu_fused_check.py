@@ -1,4 +1,4 @@
-"""GPU check of laya_opt.fused: each CUDA kernel against its MLX fallback, for accuracy and for speed.
+"""GPU check of laya_opt.core.fused: each CUDA kernel against its MLX fallback, for accuracy and for speed.
 
     PYTHONPATH=. python benchmarks/gpu_fused_check.py --out fused_check.json      # on the H200
     python benchmarks/gpu_fused_check.py --cpu-smoke --out /tmp/fused_smoke.json  # plumbing, anywhere
@@ -37,7 +37,7 @@ os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
 try:
     import laya_opt  # noqa: F401  (first: BLAS choice before mlx.core loads)
-    from laya_opt import fused
+    from laya_opt.core import fused
 except Exception:  # the package is being refactored: load the module file on its own (mlx only)
     _spec = importlib.util.spec_from_file_location("laya_fused", ROOT / "laya_opt" / "fused.py")
     fused = importlib.util.module_from_spec(_spec)

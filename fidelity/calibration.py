@@ -13,14 +13,14 @@ from typing import Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.batching import Batch, bucket_for, insertion_order_planner, multiple_buckets, pad_batch
-from laya_opt.passes_api import apply_pass
-from laya_opt.registry import get_pass
-from laya_opt.runtime import Forward, Runtime
+from laya_opt.core.batching import Batch, bucket_for, insertion_order_planner, multiple_buckets, pad_batch
+from laya_opt.passes.contract import apply_pass
+from laya_opt.passes.registry import get_pass
+from laya_opt.core.runtime import Forward, Runtime
 
-from .checker import EvalRequest, Outputs, evaluate
-from .gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
-from .metrics import compare
+from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate
+from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
+from laya_opt.fidelity.metrics import compare
 
 PADDING_MULTIPLE = 16                         # the shipped experiments' compile bucket multiple
 SORTED_BATCHING = {"max_questions": 16, "token_budget": 4096}   # as in the shipped experiments

@@ -15,13 +15,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import mlx.core as mx
 
-from laya_opt.model import Kernels
-from laya_opt.passes_api import PassSpec, apply_pass
-from laya_opt.runtime import Runtime, clone_model, eager_forward
+from laya_opt.core.model import Kernels
+from laya_opt.passes.contract import PassSpec, apply_pass
+from laya_opt.core.runtime import Runtime, clone_model, eager_forward
 
-from .checker import EvalRequest, evaluate, longest_requests
-from .kernel_probe import kernel_fields
-from .metrics import compare
+from laya_opt.fidelity.checker import EvalRequest, evaluate, longest_requests
+from laya_opt.fidelity.kernel_probe import kernel_fields
+from laya_opt.fidelity.metrics import compare
 
 PROBED_PARTS = frozenset({"model", "kernels"})
 PROBE_REQUESTS = 4          # the gating suite's longest requests (checker.longest_requests): several shapes

@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from laya_opt.decode import act_probability, answer_probabilities
-from laya_opt.prompt import PreparedQuestion
-from laya_opt.runtime import Execution, ModelInput, Runtime
-
-NOUL_TRUE = 1  # noul slot order is [false, true]
+from laya_opt.core.decode import act_probability, answer_probabilities
+from laya_opt.core.prompt import PreparedQuestion
+from laya_opt.core.runtime import Execution, ModelInput, Runtime
+from laya_opt.suites.suite_file import NOUL_TRUE, label_index
 
 
 @dataclass(frozen=True)
@@ -96,24 +95,6 @@ def predicted_index(type_name: str, probabilities: np.ndarray) -> int:
     if type_name == "noul":
         return NOUL_TRUE if probabilities[NOUL_TRUE] >= 0.5 else 0
     return int(np.argmax(probabilities))
-
-
-def label_index(key: str, type_name: str, option_keys: Sequence[str], label: Any) -> int | None:
-    """The option a suite label names: choice label string, score level, noul bool."""
-    if label is None:
-        return None
-    if type_name == "noul":
-        if not isinstance(label, bool):
-            raise ValueError(f"question {key}: noul label must be true/false, got {label!r}")
-        return NOUL_TRUE if label else 0
-    if type_name == "score":
-        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(option_keys):
-            raise ValueError(f"question {key}: score label must be a level in 0..{len(option_keys) - 1}, "
-                             f"got {label!r}")
-        return label
-    if str(label) not in option_keys:
-        raise ValueError(f"question {key}: choice label {label!r} is not one of {list(option_keys)}")
-    return option_keys.index(str(label))
 
 
 def question_output(key: str, type_name: str, probabilities: np.ndarray, act_prob: float,

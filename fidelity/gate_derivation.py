@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, gate_table, spec_bounds
+from laya_opt.fidelity.gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, gate_table, spec_bounds
 
 NOISE_SOURCES = ("run_to_run", "row_split", "batch_1", "batch_4", "length_sorted", "padded_16")
 CALIBRATED_METRICS = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")

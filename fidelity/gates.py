@@ -4,7 +4,7 @@ A gate never passes by omission: a missing metric or a NaN measurement fails it.
 gate flagged `requires_labels` when the comparison had no labelled questions; it is reported as skipped.
 
 Default thresholds are measured, not picked: `laya-opt calibrate-gates` measures the noise of the
-checkpoint on a suite and writes a gates file (the stand-in's is `fidelity/gates/standin.yaml`, shipped
+checkpoint on a suite and writes a gates file (the stand-in's is `fidelity/gate_files/standin.yaml`, shipped
 as package data); `fidelity.gate_derivation` turns the measurements into thresholds, and every gate in
 the file carries its derivation and the measured noise floor it rests on. In short:
 
@@ -39,12 +39,12 @@ from typing import Any, Literal
 
 import yaml
 
-from laya_opt.errors import SchemaError
-from laya_opt.jsonio import read_yaml
-from laya_opt.resources import STANDIN, gates_file_path
-from laya_opt.schema import parse, to_plain
+from laya_opt.util.errors import SchemaError
+from laya_opt.util.jsonio import read_yaml
+from laya_opt.util.resources import STANDIN, gates_file_path
+from laya_opt.util.schema import parse, to_plain
 
-from .metrics import LABEL_METRICS, METRIC_NAMES
+from laya_opt.fidelity.metrics import LABEL_METRICS, METRIC_NAMES
 
 OPS = (">=", "<=", "==")
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
@@ -126,7 +126,7 @@ def check_gates(metrics: Mapping[str, float], gates: Sequence[Gate]) -> tuple[Ga
 
 @dataclass(frozen=True)
 class GateFields:
-    """The mapping form of a gate, read by the one validator (laya_opt.schema)."""
+    """The mapping form of a gate, read by the one validator (laya_opt.util.schema)."""
 
     metric: str = field(metadata={"choices": tuple(sorted(METRIC_NAMES))})
     op: Literal[">=", "<=", "=="] = field()

@@ -5,7 +5,7 @@ unit at a logit near 60 moves saturated answers as far as padding does. At the k
 probe records what the parent runtime's kernels receive in a forward over a few requests, calls the
 replaced kernel and its replacement on those same inputs, and reports the largest difference in units of
 the candidate dtype's epsilon times the reference value (`kernel_rounding_error`). On the CPU, MLX runs
-half-precision attention in float32 and rounds once (`laya_opt.model.sdpa`); a kernel that does the
+half-precision attention in float32 and rounds once (`laya_opt.core.model.sdpa`); a kernel that does the
 same differs by at most about one such unit, one that computes in the half dtype by several.
 
 Outputs are compared on the rows of real tokens only (attention [B, H, L, hd], layer and stack outputs
@@ -19,12 +19,12 @@ from typing import Callable, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.checkpoint import DTYPES
-from laya_opt.model import AttentionInputs, Kernels
-from laya_opt.runtime import Runtime, eager_forward
+from laya_opt.core.checkpoint import DTYPES
+from laya_opt.core.model import AttentionInputs, Kernels
+from laya_opt.core.runtime import Runtime, eager_forward
 
-from . import gate_derivation
-from .checker import EvalRequest, longest_requests
+from laya_opt.fidelity import gate_derivation
+from laya_opt.fidelity.checker import EvalRequest, longest_requests
 
 PROBE_REQUESTS = 2          # the gating suite's longest requests (checker.longest_requests)
 EPSILON = {DTYPES[name]: value for name, value in gate_derivation.EPSILON.items()}

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from laya_opt.prompt import QTYPES
+from laya_opt.core.prompt import QTYPES
 
-from .checker import Outputs, QuestionOutput
+from laya_opt.fidelity.checker import Outputs, QuestionOutput
 
 JS_FLOOR = 1e-12          # probabilities clipped before logs, as the decoder's entropy floor
 ECE_BINS = 10

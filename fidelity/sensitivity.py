@@ -12,13 +12,13 @@ import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
-from laya_opt.passes_api import PassSpec, apply_pass
-from laya_opt.quant import dense_modules
-from laya_opt.registry import get_pass
-from laya_opt.runtime import Runtime
+from laya_opt.passes.contract import PassSpec, apply_pass
+from laya_opt.core.quant import dense_modules
+from laya_opt.passes.registry import get_pass
+from laya_opt.core.runtime import Runtime
 
-from .checker import EvalRequest, evaluate
-from .metrics import compare
+from laya_opt.fidelity.checker import EvalRequest, evaluate
+from laya_opt.fidelity.metrics import compare
 
 UNITS = ("layer", "linear")
 QUANTIZE = "quantize_encoder"

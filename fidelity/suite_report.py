@@ -22,15 +22,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from laya_opt.errors import InputError
-from laya_opt.report import markdown_table
-from laya_opt.resources import checkpoint_path, suite_names, suite_path
-from laya_opt.runtime import load_runtime
+from laya_opt.util.errors import InputError
+from laya_opt.util.markdown import markdown_table
+from laya_opt.util.resources import checkpoint_path, suite_names, suite_path
+from laya_opt.core.runtime import load_runtime
 
-from .checker import QuestionOutput, evaluate, requests_from_suite
-from .lexical_baseline import accuracy_by, baseline_report, case_of
-from .metrics import NEAR_TIE_MARGIN, accuracy, outputs_ece, top_two_margin
-from .suites import Suite, load_suite
+from laya_opt.fidelity.checker import QuestionOutput, evaluate, requests_from_suite
+from laya_opt.suites.lexical_baseline import accuracy_by, baseline_report, case_of
+from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy, outputs_ece, top_two_margin
+from laya_opt.suites.suite_file import Suite, load_suite
 
 TOP1_EDGES = (0.0, 0.5, 0.7, 0.9, 0.99, 1.0)   # bins [a, b), the last one closed: 0.99-1.00 is "saturated"
 

@@ -12,15 +12,15 @@ The public API, in four calls::
     timings = lo.benchmark({"reference": reference, "fast": result.final_runtime}, workloads=["short-1"])
 
 Everything else (Runtime, Pipeline, the fidelity checker) is importable from its module; the errors
-of bad input are the types in `laya_opt.errors`.
+of bad input are the types in `laya_opt.util.errors`.
 """
 from __future__ import annotations
 
-from . import _blas  # noqa: F401  (must run before mlx.core is imported; see _blas.py)
-from .errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
-                     QuestionError, SchemaError, SuiteError)
+from laya_opt.util import blas as _blas  # noqa: F401  (must run before mlx.core is imported; see _blas.py)
+from laya_opt.util.errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
+                                  QuestionError, SchemaError, SuiteError)
 
-__version__ = "0.2.0"
+from laya_opt.util.version import VERSION as __version__  # noqa: E402
 __all__ = ["load", "apply", "run_pipeline", "benchmark", "load_suite", "passes", "LayaError", "InputError",
            "PassError", "CheckpointError", "ConfigError", "ExperimentError", "QuestionError", "SchemaError",
            "SuiteError", "__version__"]
@@ -28,8 +28,8 @@ __all__ = ["load", "apply", "run_pipeline", "benchmark", "load_suite", "passes",
 
 def load(checkpoint=None, dtype: str = "float32", batch_size: int = 16):
     """A Runtime for a checkpoint directory (upstream or laya-mlx layout); None or "standin": the stand-in."""
-    from .resources import checkpoint_path
-    from .runtime import load_runtime
+    from laya_opt.util.resources import checkpoint_path
+    from laya_opt.core.runtime import load_runtime
 
     return load_runtime(checkpoint_path(checkpoint), dtype=dtype, batch_size=batch_size)
 
@@ -39,9 +39,9 @@ def apply(runtime, pass_, /, data=None, **settings):
 
     Data a pass needs (e.g. `plan_from="heldout"`) is resolved from its name unless `data` gives it.
     """
-    from .passes_api import PassSpec, apply_pass
-    from .pipeline import pass_data
-    from .registry import build_registry
+    from laya_opt.passes.contract import PassSpec, apply_pass
+    from laya_opt.runs.pipeline import pass_data
+    from laya_opt.passes.registry import build_registry
 
     registry = build_registry()
     if isinstance(pass_, (str, PassSpec)):
@@ -61,13 +61,13 @@ def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16",
                  progress=None, gates_file=None):
     """Cast `reference` to `dtype` (stage 0), then apply and gate every pass on `suite` (a name or a Suite).
 
-    `passes` holds config objects, PassSpecs or `laya_opt.pipeline.Step`s; `gates` overrides the
+    `passes` holds config objects, PassSpecs or `laya_opt.runs.pipeline.Step`s; `gates` overrides the
     defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`; the defaults come from
     `gates_file` (`standin`, the bundled calibration, when None; `spec`; or a path).
     """
-    from .checkpoint import dtype_name
-    from .pipeline import GateSet, Pipeline
-    from .schema import parse
+    from laya_opt.core.checkpoint import dtype_name
+    from laya_opt.runs.pipeline import GateSet, Pipeline
+    from laya_opt.util.schema import parse
 
     pipeline = Pipeline(passes, gates=parse(GateSet, gates or {}, "gates"), candidate_dtype=dtype,
                         reference_dtype=dtype_name(reference.dtype), repeat=repeat, gates_file=gates_file)
@@ -77,10 +77,10 @@ def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16",
 def benchmark(runtimes, workloads=("short-1",), *, baseline: str | None = None, show_progress: bool = False,
               **settings):
     """Time runtimes ({label: Runtime}) on named workloads in rotating blocks; speed-ups are paired against
-    `baseline` (default: the first label). Settings are `laya_opt.bench.BenchConfig` fields."""
-    from .bench import BenchConfig, benchmark as run_benchmark
-    from .fidelity.workloads import build_workload
-    from .schema import parse
+    `baseline` (default: the first label). Settings are `laya_opt.timing.bench.BenchConfig` fields."""
+    from laya_opt.timing.bench import BenchConfig, benchmark as run_benchmark
+    from laya_opt.suites.workloads import build_workload
+    from laya_opt.util.schema import parse
 
     labels = list(runtimes)
     if not labels:
@@ -92,8 +92,8 @@ def benchmark(runtimes, workloads=("short-1",), *, baseline: str | None = None, 
 
 def load_suite(name_or_path):
     """A labelled suite: a bundled name (`smoke`, `heldout`, ...) or a .jsonl path."""
-    from .fidelity.suites import load_suite as read_suite
-    from .resources import suite_path
+    from laya_opt.suites.suite_file import load_suite as read_suite
+    from laya_opt.util.resources import suite_path
 
     return read_suite(suite_path(str(name_or_path)))
 

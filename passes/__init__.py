@@ -1,7 +1,8 @@
 """Built-in passes (installed as `laya_opt.passes`): one module per pass, each exposing `PASS`.
 
 Modules are discovered, so adding a pass means adding one file here; names starting with `_` are
-private helpers. Every pass's config class is also reachable by name::
+private helpers, and `contract` (the pass contract) and `registry` (discovery) are the framework itself.
+Every pass's config class is also reachable by name::
 
     import laya_opt as lo
     lo.apply(runtime, lo.passes.CompileBucketsConfig(multiple=16))
@@ -12,12 +13,14 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+FRAMEWORK = ("contract", "registry")  # modules of this package that are not passes
+
 
 def pass_modules() -> list[ModuleType]:
     """Every public module of this package, imported, in name order."""
     return [importlib.import_module(f"{__name__}.{info.name}")
             for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
-            if not info.name.startswith("_")]
+            if not info.name.startswith("_") and info.name not in FRAMEWORK]
 
 
 def config_types() -> dict[str, type]:

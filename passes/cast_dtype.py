@@ -13,10 +13,10 @@ from typing import Literal
 import mlx.core as mx
 from mlx.utils import tree_map
 
-from laya_opt.checkpoint import dtype_name, parse_dtype
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
-from laya_opt.runtime import clone_model
+from laya_opt.core.checkpoint import dtype_name, parse_dtype
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
+from laya_opt.core.runtime import clone_model
 
 NAME = "cast_dtype"
 

@@ -20,11 +20,11 @@ from typing import Any, Callable, Mapping, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.batching import Batch, bucket_for, multiple_buckets, pad_batch, pad_rows, pad_slots
-from laya_opt.model import Kernels, LayaModel
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
-from laya_opt.runtime import eager_forward
+from laya_opt.core.batching import Batch, bucket_for, multiple_buckets, pad_batch, pad_rows, pad_slots
+from laya_opt.core.model import Kernels, LayaModel
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
+from laya_opt.core.runtime import eager_forward
 
 NAME = "compile_buckets"
 

@@ -6,10 +6,10 @@ add, LayerNorm, Wi, GeGLU, Wo and an add. On the H200 the MLX forward is host-bo
 on [~100, 1024] tensors (PEERS.md). With this pass each layer is: Wqkv, one qkv+RoPE kernel writing
 contiguous q/k/v, SDPA, head merge, Wo, one residual-add+LayerNorm kernel, Wi, one GeGLU kernel, Wo, one
 residual-add+LayerNorm kernel (that LayerNorm being the next layer's attention norm, or the final norm).
-With `gemm: fused` the encoder's dense Linears run a small-M tensor-core kernel (`laya_opt.fused.linear`,
+With `gemm: fused` the encoder's dense Linears run a small-M tensor-core kernel (`laya_opt.core.fused.linear`,
 rows <= 512) whose dispatch skips cuBLASLt's per-call heuristic query.
 
-The kernels live in `laya_opt.fused`; off CUDA (CPU, Metal) every op takes its plain-MLX fallback, the
+The kernels live in `laya_opt.core.fused`; off CUDA (CPU, Metal) every op takes its plain-MLX fallback, the
 reference's own ops in the same order, so the pass is bit-identical there. On CUDA the results differ
 from the reference by float rounding only (one reduction order, GeGLU rounded once); the report says
 which path each op takes on the device it was applied on.
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import mlx.core as mx
 import mlx.nn as nn
 
-from laya_opt import fused
-from laya_opt.model import AttentionFn, AttentionInputs, ModernBertAttention, geglu, global_attention
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
+from laya_opt.core import fused
+from laya_opt.core.model import AttentionFn, AttentionInputs, ModernBertAttention, geglu, global_attention
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
 
 NAME = "fused_encoder"
 

@@ -14,10 +14,10 @@ from typing import Literal, Sequence
 import mlx.core as mx
 import mlx.nn as nn
 
-from laya_opt.config import EncoderConfig
-from laya_opt.model import FinalLayerFn, HeadLayer
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
+from laya_opt.core.config import EncoderConfig
+from laya_opt.core.model import FinalLayerFn, HeadLayer
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
 
 NAME = "head_prune_final"
 VARIANTS = ("selected_q", "split_projection")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from laya_opt.batching import Planner
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
-from laya_opt.prompt import PreparedQuestion
+from laya_opt.core.batching import Planner
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
+from laya_opt.core.prompt import PreparedQuestion
 
 NAME = "length_sorted_batching"
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from laya_opt.model import AttentionFn, AttentionInputs, dense_sliding_attention, sdpa
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
+from laya_opt.core.model import AttentionFn, AttentionInputs, dense_sliding_attention, sdpa
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
 
 NAME = "local_window_attention"
 

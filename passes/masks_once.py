@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from laya_opt.model import AttentionInputs, key_padding_mask, sliding_mask
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
+from laya_opt.core.model import AttentionInputs, key_padding_mask, sliding_mask
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
 
 NAME = "masks_once"
 

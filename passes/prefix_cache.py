@@ -15,9 +15,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from laya_opt.passes_api import PassSpec
-from laya_opt.prompt import QuestionPrefix, QuestionSpec, build_prefix, prefix_texts, prepare_request
-from laya_opt.schema import checked
+from laya_opt.passes.contract import PassSpec
+from laya_opt.core.prompt import QuestionPrefix, QuestionSpec, build_prefix, prefix_texts, prepare_request
+from laya_opt.util.schema import checked
 
 NAME = "prefix_cache"
 

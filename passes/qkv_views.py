@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from laya_opt.model import AttentionFn, AttentionInputs, ModernBertAttention
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
+from laya_opt.core.model import AttentionFn, AttentionInputs, ModernBertAttention
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
 
 NAME = "qkv_views"
 

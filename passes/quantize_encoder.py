@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from laya_opt.passes_api import PassSpec
-from laya_opt.schema import checked
-from laya_opt.quant import (DEFAULT_INCLUDE, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme,
-                            check_selectors, coverage_manifest, coverage_summary, dense_modules, quantization_problems,
-                            quantize_modules, select_modules, selector_matches, weight_modules)
-from laya_opt.runtime import Runtime, clone_model
+from laya_opt.passes.contract import PassSpec
+from laya_opt.util.schema import checked
+from laya_opt.core.quant import (DEFAULT_INCLUDE, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme,
+                                 check_selectors, coverage_manifest, coverage_summary, dense_modules, quantization_problems,
+                                 quantize_modules, select_modules, selector_matches, weight_modules)
+from laya_opt.core.runtime import Runtime, clone_model
 
 NAME = "quantize_encoder"
 

@@ -11,7 +11,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import pytest  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 
-from laya_opt.tokens import TextCodec, codec_from_tokenizer  # noqa: E402
+from laya_opt.core.tokens import TextCodec, codec_from_tokenizer  # noqa: E402
 
 TINY_SPECIALS = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]"}
 
@@ -52,8 +52,8 @@ def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None,
     import tempfile
     from pathlib import Path
 
-    from laya_opt.checkpoint import build_random_model, parse_dtype, save_checkpoint
-    from laya_opt.config import parse_agent_config, parse_encoder_config
+    from laya_opt.core.checkpoint import build_random_model, parse_dtype, save_checkpoint
+    from laya_opt.core.config import parse_agent_config, parse_encoder_config
 
     encoder_raw = dict(TINY_ENCODER, **(encoder_overrides or {}))
     agent_raw = dict(TINY_AGENT, **(agent_overrides or {}))

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from laya_opt.batching import insertion_order_planner
+from laya_opt.core.batching import insertion_order_planner
 from laya_opt.fidelity.checker import EvalRequest
-from laya_opt.fidelity.suites import QuestionTag, SuiteRecord, dump_suite
-from laya_opt.passes_api import PassSpec
-from laya_opt.runtime import clone_model
-from laya_opt.tokens import TextCodec
+from laya_opt.suites.suite_file import QuestionTag, SuiteRecord, dump_suite
+from laya_opt.passes.contract import PassSpec
+from laya_opt.core.runtime import clone_model
+from laya_opt.core.tokens import TextCodec
 
 
 @dataclass(frozen=True)

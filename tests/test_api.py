@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import laya_opt as lo
-import laya_opt.resources
-from laya_opt.errors import InputError, SchemaError
+import laya_opt.util.resources
+from laya_opt.util.errors import InputError, SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_the_readme_example_runs_as_written_on_a_tiny_checkpoint(tmp_path, monke
     """The README's block with `lo.load()` giving a tiny random checkpoint: the same calls in 2 s (on the
     stand-in, the twin below, it takes about 35 s on the CPU and runs with -m slow)."""
     monkeypatch.chdir(tmp_path)  # it must not depend on the checkout as working directory
-    monkeypatch.setattr(laya_opt.resources, "standin_checkpoint", lambda: Path(tiny_checkpoint_dir))
+    monkeypatch.setattr(laya_opt.util.resources, "standin_checkpoint", lambda: Path(tiny_checkpoint_dir))
     printed = run_readme_example(capsys)
     assert "'callback'" in printed and "2 compile_buckets accepted max |dp|" in printed
     assert "stack end_to_end p50" in printed
@@ -72,12 +72,12 @@ def test_benchmark_needs_runtimes_and_valid_settings(tiny_checkpoint_dir):
 
 
 def test_settings_the_model_cannot_take_are_input_errors_before_any_evaluation(tiny_checkpoint_dir, monkeypatch):
-    import laya_opt.pipeline
+    import laya_opt.runs.pipeline
 
     runtime = lo.load(tiny_checkpoint_dir)
     with pytest.raises(InputError, match=r"^quantize_encoder: quantization selector\(s\) match no dense .*'noth"):
         lo.apply(runtime, "quantize_encoder", include=["nothing.*"])
-    monkeypatch.setattr(laya_opt.pipeline, "evaluate", lambda *a, **k: pytest.fail("evaluated before the check"))
+    monkeypatch.setattr(laya_opt.runs.pipeline, "evaluate", lambda *a, **k: pytest.fail("evaluated before the check"))
     config = lo.passes.QuantizeEncoderConfig(group_size=128)
     with pytest.raises(InputError, match=r"^stage 1 \(quantize_encoder\): quantize_encoder: cannot quantize 12"):
         lo.run_pipeline(runtime, [config], dtype="float32")

@@ -28,14 +28,14 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import laya_opt as lo
-from laya_opt.checkpoint import save_quantized
+from laya_opt.core.checkpoint import save_quantized
 from laya_opt.cli import main
-from laya_opt.errors import ExperimentError, InputError, InputWarning, QuestionError
-from laya_opt.experiment import parse_experiment
-from laya_opt.prompt import MAX_QUESTIONS, prepare_request, validate_questions
-from laya_opt.resources import standin_checkpoint
-from laya_opt.runner import preflight
-from laya_opt.staging import PREFIX
+from laya_opt.util.errors import ExperimentError, InputError, InputWarning, QuestionError
+from laya_opt.runs.experiment import parse_experiment
+from laya_opt.core.prompt import MAX_QUESTIONS, prepare_request, validate_questions
+from laya_opt.util.resources import standin_checkpoint
+from laya_opt.runs.runner import preflight
+from laya_opt.util.staging import PREFIX
 
 from conftest import TINY_SPECIALS, make_tiny_tokenizer, write_tiny_checkpoint
 from fake_passes import QUESTIONS, write_tiny_suite
@@ -455,13 +455,13 @@ EXPERIMENT_CASES = [
 
 @pytest.mark.parametrize("case", EXPERIMENT_CASES, ids=[case[0] for case in EXPERIMENT_CASES])
 def test_a_bad_experiment_fails_before_any_weight_loads(workspace, bases, monkeypatch, case):
-    import laya_opt.runner
+    import laya_opt.runs.runner
 
     _, mutate, commands, names = case
     ws = workspace()
     ws.bases = bases
     mutate(ws)
-    monkeypatch.setattr(laya_opt.runner, "load_checkpoint", lambda *a, **k: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(laya_opt.runs.runner, "load_checkpoint", lambda *a, **k: pytest.fail("weights were loaded"))
     for command in commands:
         refused(ws, command, names)
 
@@ -545,12 +545,12 @@ def test_make_checkpoint_copies_only_the_tokenizer_files_with_normal_permissions
 
 
 def test_an_interrupted_save_leaves_nothing(tmp_path, tokenizer_dir, monkeypatch):
-    import laya_opt.checkpoint
+    import laya_opt.core.checkpoint
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(laya_opt.checkpoint.mx, "save_safetensors", interrupted)
+    monkeypatch.setattr(laya_opt.core.checkpoint.mx, "save_safetensors", interrupted)
     before = snapshot(tmp_path)
     result = make_checkpoint(tokenizer_dir, tmp_path / "new" / "made")
     assert result.exit_code == 130 and "interrupted" in error_line(result)
@@ -562,7 +562,7 @@ def test_an_interrupted_save_leaves_nothing(tmp_path, tokenizer_dir, monkeypatch
 
 
 def test_ctrl_c_during_a_run_exits_130_and_leaves_nothing(workspace, monkeypatch):
-    from laya_opt.pipeline import Pipeline
+    from laya_opt.runs.pipeline import Pipeline
 
     def interrupted(self, *args, **kwargs):
         assert list(ws.output.glob(f"{PREFIX}*")), "the staging dir exists while the pipeline runs"
@@ -649,13 +649,13 @@ def test_a_plugin_that_fails_to_import_exits_1_naming_it(workspace, monkeypatch)
 
 
 def test_an_unexpected_error_is_one_line_unless_debug(workspace, monkeypatch):
-    import laya_opt.runtime
+    import laya_opt.core.runtime
 
     def broken(*args, **kwargs):
         raise TypeError("something internal\nsecond line")
 
     ws = workspace()
-    monkeypatch.setattr(laya_opt.runtime, "load_checkpoint", broken)
+    monkeypatch.setattr(laya_opt.core.runtime, "load_checkpoint", broken)
     line = refused(ws, "predict", ["TypeError: something internal", "--debug"], code=1)
     assert "second line" not in line
     debug = cli("--debug", *ws.argv("predict"))
@@ -670,13 +670,13 @@ def test_debug_shows_the_traceback_of_bad_input_too(workspace):
 
 
 def test_an_unreadable_path_is_named_not_errno(workspace, monkeypatch):
-    import laya_opt.runtime
+    import laya_opt.core.runtime
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/data/ckpt/model.safetensors")
 
     ws = workspace()
-    monkeypatch.setattr(laya_opt.runtime, "load_checkpoint", denied)
+    monkeypatch.setattr(laya_opt.core.runtime, "load_checkpoint", denied)
     line = refused(ws, "predict", ["/data/ckpt/model.safetensors: permission denied"])
     assert "Errno" not in line
 

@@ -54,8 +54,8 @@ def run(installed, cwd, *args):
 def test_the_wheel_imports_under_laya_opt_only(installed, tmp_path):
     bin_dir, _ = installed
     done = run(installed, tmp_path, bin_dir / "python", "-c",
-               "import importlib.util as u, laya_opt, laya_opt.passes, laya_opt.fidelity.suites;"
-               "from laya_opt.resources import standin_checkpoint, suite_names;"
+               "import importlib.util as u, laya_opt, laya_opt.passes, laya_opt.suites.suite_file;"
+               "from laya_opt.util.resources import standin_checkpoint, suite_names;"
                "print(laya_opt.__file__, standin_checkpoint(), suite_names(),"
                "      u.find_spec('passes'), u.find_spec('fidelity'))")
     assert done.returncode == 0, done.stderr
@@ -112,8 +112,8 @@ def test_the_default_wheel_requires_the_cpu_backend_on_linux(installed):
 def test_the_reference_cache_hashes_the_installed_model_source(installed, tmp_path):
     bin_dir, _ = installed
     done = run(installed, tmp_path, bin_dir / "python", "-c",
-               "from laya_opt.refcache import source_files; files = source_files();"
-               "print(files['laya_opt.model'], files['laya_opt.fidelity.checker'], len(files))")
+               "from laya_opt.runs.refcache import source_files; files = source_files();"
+               "print(files['laya_opt.core.model'], files['laya_opt.fidelity.checker'], len(files))")
     assert done.returncode == 0, done.stderr
     model, checker, count = done.stdout.split()
     assert str(bin_dir.parent) in model and str(bin_dir.parent) in checker and int(count) >= 10

@@ -1,24 +1,39 @@
-"""The layout, checked on what the code imports: no cycles, a model/runtime core free of fidelity and passes,
-and passes that import only the core (the wheel test checks the installed import names)."""
+"""The layout, checked on what the code imports: every folder is one floor, and a module imports only its own
+floor or a lower one (`docs/architecture.md`). Modules are found through the package-dir mapping of
+pyproject.toml, so `passes/` and `fidelity/` count as the floors they install as."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = {"laya_opt": ROOT / "laya_opt", "laya_opt.passes": ROOT / "passes", "laya_opt.fidelity": ROOT / "fidelity"}
-# The core: what passes may build on. Orchestration (pipeline, experiment, runner, report, cli, registry) is not.
-CORE = {"laya_opt", "laya_opt._blas", "laya_opt.errors", "laya_opt.schema", "laya_opt.resources", "laya_opt.config",
-        "laya_opt.tokens", "laya_opt.prompt", "laya_opt.batching", "laya_opt.model", "laya_opt.decode",
-        "laya_opt.runtime", "laya_opt.checkpoint", "laya_opt.quant", "laya_opt.synth", "laya_opt.passes_api",
-        "laya_opt.fused", "laya_opt.jsonio", "laya_opt.tensorfile", "laya_opt.staging"}
+# util < core < {passes, suites} < {fidelity, timing} < runs < cli < the face (laya_opt/__init__.py)
+FLOORS = {"util": 0, "checkpoints": 0, "core": 1, "passes": 2, "suites": 2, "fidelity": 3, "timing": 3, "runs": 4,
+          "cli": 5, "": 6}
+
+
+def package_dirs() -> dict[str, Path]:
+    """Installed package name -> source folder, as pyproject.toml maps them."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = setuptools["package-dir"]
+    dirs = {}
+    for package in setuptools["packages"]:
+        mapped = max((name for name in mapping if package == name or package.startswith(name + ".")), key=len)
+        dirs[package] = ROOT / mapping[mapped] / Path(*package[len(mapped):].split(".")[1:])
+    return dirs
 
 
 def module_files() -> dict[str, Path]:
     files = {}
-    for package, directory in SOURCES.items():
+    for package, directory in package_dirs().items():
         for path in sorted(directory.glob("*.py")):
             files[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
     return files
@@ -27,11 +42,17 @@ def module_files() -> dict[str, Path]:
 MODULES = module_files()
 
 
-def imported(name: str, path: Path) -> set[str]:
-    """Every laya_opt module this file imports, at any depth of the file (function-level imports too)."""
-    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+def floor(module: str) -> str:
+    """laya_opt.core.model -> core; laya_opt (the face) -> ''."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def imported(name: str, source: str, is_package: bool = False) -> set[str]:
+    """Every laya_opt module this source imports, at any depth (function-level imports too)."""
+    package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -46,35 +67,71 @@ def imported(name: str, path: Path) -> set[str]:
     return found
 
 
-GRAPH = {name: imported(name, path) for name, path in MODULES.items()}
+GRAPH = {name: imported(name, path.read_text(encoding="utf-8"), path.stem == "__init__")
+         for name, path in MODULES.items()}
 
 
-def reachable(start: str) -> set[str]:
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges from a floor to a higher floor or to a sibling of the same height."""
+    bad = []
+    for source, targets in graph.items():
+        for target in targets:
+            low, high = floor(target), floor(source)
+            if low != high and FLOORS[low] >= FLOORS[high]:
+                bad.append(f"{source} ({high or 'face'}) imports {target} ({low or 'face'})")
+    return sorted(bad)
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     seen, stack = set(), [start]
     while stack:
-        for target in GRAPH[stack.pop()]:
+        for target in graph[stack.pop()]:
             if target not in seen:
                 seen.add(target)
                 stack.append(target)
     return seen
 
 
+def test_every_module_lives_on_a_known_floor():
+    assert {floor(name) for name in MODULES} <= set(FLOORS), sorted({floor(name) for name in MODULES} - set(FLOORS))
+
+
+def test_no_module_imports_a_higher_floor():
+    assert layer_violations(GRAPH) == []
+
+
+def test_there_is_no_folder_circle():
+    folders = {}
+    for source, targets in GRAPH.items():
+        folders.setdefault(floor(source), set()).update(floor(t) for t in targets if floor(t) != floor(source))
+    for name in folders:
+        folders.setdefault(name, set())
+    for targets in list(folders.values()):
+        for target in targets:
+            folders.setdefault(target, set())
+    assert [name for name in folders if name in reachable(folders, name)] == []
+
+
 def test_there_are_no_import_cycles():
-    cycles = sorted(name for name in GRAPH if name in reachable(name))
+    cycles = sorted(name for name in GRAPH if name in reachable(GRAPH, name))
     assert cycles == [], f"modules on an import cycle: {cycles}"
 
 
-@pytest.mark.parametrize("name", ["laya_opt.model", "laya_opt.runtime"])
-def test_model_and_runtime_import_nothing_from_fidelity_or_passes(name):
-    assert not {m for m in reachable(name) if m.startswith(("laya_opt.fidelity", "laya_opt.passes"))}
+def test_a_planted_upward_import_is_caught():
+    planted = dict(GRAPH)
+    planted["laya_opt.core.planted"] = imported("laya_opt.core.planted", "def f():\n"
+                                                "    from laya_opt.runs.runner import run_experiment\n")
+    assert layer_violations(planted) == ["laya_opt.core.planted (core) imports laya_opt.runs.runner (runs)"]
+    sibling = {"laya_opt.fidelity.checker": {"laya_opt.timing.bench"}}
+    assert layer_violations(sibling) == ["laya_opt.fidelity.checker (fidelity) imports laya_opt.timing.bench (timing)"]
 
 
-def test_passes_import_only_the_core():
-    for name in (m for m in MODULES if m.startswith("laya_opt.passes.")):
-        outside = {m for m in GRAPH[name] if m not in CORE and not m.startswith("laya_opt.passes._")}
-        assert outside == set(), f"{name} imports {sorted(outside)}"
+def test_the_mapping_finds_the_mapped_folders():
+    assert MODULES["laya_opt.passes.compile_buckets"] == ROOT / "passes" / "compile_buckets.py"
+    assert MODULES["laya_opt.fidelity.checker"] == ROOT / "fidelity" / "checker.py"
+    assert MODULES["laya_opt.suites.synthetic.generator"] == ROOT / "laya_opt" / "suites" / "synthetic" / "generator.py"
 
 
 def test_the_graph_sees_real_edges():
-    assert "laya_opt.passes_api" in GRAPH["laya_opt.passes.compile_buckets"]
-    assert "laya_opt.fidelity.checker" in GRAPH["laya_opt.pipeline"]
+    assert "laya_opt.passes.contract" in GRAPH["laya_opt.passes.compile_buckets"]
+    assert "laya_opt.fidelity.checker" in GRAPH["laya_opt.runs.pipeline"]

@@ -1,4 +1,4 @@
-"""Compile every laya_opt.fused CUDA kernel with NVRTC, exactly as MLX's CUDA backend would, without a GPU.
+"""Compile every laya_opt.core.fused CUDA kernel with NVRTC, exactly as MLX's CUDA backend would, without a GPU.
 
 For each op, dtype and a representative launch it assembles the full source the way MLX 0.32's
 `build_kernel` (mlx/backend/cuda/custom_kernel.cpp) does: MLX's default header, our header, the
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import laya_opt  # noqa: E402,F401  (before mlx.core: preloads OpenBLAS)
 import mlx.core as mx  # noqa: E402
 
-from laya_opt import fused  # noqa: E402
+from laya_opt.core import fused  # noqa: E402
 
 ARCH = "sm_90a"
 # custom_kernel.cpp's default_header, verbatim.

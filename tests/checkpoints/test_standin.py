@@ -6,10 +6,10 @@ import pytest
 
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.fidelity.metrics import accuracy
-from laya_opt.fidelity.suites import load_suite
-from laya_opt.checkpoint import load_checkpoint
-from laya_opt.config import architecture, parameter_count
-from laya_opt.runtime import load_runtime
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.core.checkpoint import load_checkpoint
+from laya_opt.core.config import architecture, parameter_count
+from laya_opt.core.runtime import load_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "checkpoints" / "laya-tiny"
@@ -27,7 +27,7 @@ def test_standin_is_the_standin_architecture_in_upstream_layout():
 
 def test_standin_reproduces_its_recorded_smoke_accuracy():
     recorded = json.loads((STANDIN / "training_metrics.json").read_text())["smoke_calibrated"]["overall"]
-    suite = load_suite(ROOT / "fidelity" / "suites" / "smoke.jsonl")
+    suite = load_suite(ROOT / "laya_opt" / "suites" / "data" / "smoke.jsonl")
     outputs = evaluate(load_runtime(STANDIN, dtype="float32", batch_size=32), requests_from_suite(suite))
     assert len(outputs.questions) == recorded["n"]
     assert accuracy(outputs.questions) == pytest.approx(recorded["accuracy"], abs=1e-9)
@@ -36,7 +36,7 @@ def test_standin_reproduces_its_recorded_smoke_accuracy():
 @pytest.mark.slow
 def test_standin_reproduces_its_recorded_heldout_accuracy():
     recorded = json.loads((STANDIN / "training_metrics.json").read_text())["heldout_calibrated"]["overall"]
-    suite = load_suite(ROOT / "fidelity" / "suites" / "heldout.jsonl")
+    suite = load_suite(ROOT / "laya_opt" / "suites" / "data" / "heldout.jsonl")
     outputs = evaluate(load_runtime(STANDIN, dtype="float32", batch_size=32), requests_from_suite(suite))
     assert len(outputs.questions) == recorded["n"]
     assert accuracy(outputs.questions) == pytest.approx(recorded["accuracy"], abs=0.01)

@@ -12,7 +12,7 @@ from laya_opt.fidelity.calibration import measure, noise_table, noise_variants
 from laya_opt.fidelity.checker import evaluate
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
 from laya_opt.fidelity.gates import default_gates, read_gates_file, spec_gates
-from laya_opt.runtime import load_runtime
+from laya_opt.core.runtime import load_runtime
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from fake_passes import REQUESTS, GroupConfig
 from laya_opt.fidelity.capture_probe import capture_drift, probe_kernels, probe_model, probed_parent
 from laya_opt.fidelity.checker import evaluate
 from laya_opt.fidelity.metrics import compare
-from laya_opt.model import DEFAULT_KERNELS
-from laya_opt.passes_api import PassSpec
-from laya_opt.pipeline import Pipeline
-from laya_opt.registry import get_pass
-from laya_opt.runtime import eager_forward, load_runtime
+from laya_opt.core.model import DEFAULT_KERNELS
+from laya_opt.passes.contract import PassSpec
+from laya_opt.runs.pipeline import Pipeline
+from laya_opt.passes.registry import get_pass
+from laya_opt.core.runtime import eager_forward, load_runtime
 
 COMPILE = get_pass("compile_buckets")
 

@@ -8,13 +8,14 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from laya_opt.fidelity.checker import (EvalRequest, Outputs, evaluate, label_index, predicted_index, question_output,
+from laya_opt.suites.suite_file import label_index
+from laya_opt.fidelity.checker import (EvalRequest, Outputs, evaluate, predicted_index, question_output,
                               requests_from_suite)
 from laya_opt.fidelity.gates import check_gates, default_gates
 from laya_opt.fidelity.metrics import compare
-from laya_opt.batching import insertion_order_planner
-from laya_opt.prompt import prepare_request
-from laya_opt.runtime import Runtime, clone_model, eager_forward, load_runtime
+from laya_opt.core.batching import insertion_order_planner
+from laya_opt.core.prompt import prepare_request
+from laya_opt.core.runtime import Runtime, clone_model, eager_forward, load_runtime
 
 QUESTIONS = {
     "topic": {"type": "choice", "instructions": "hello", "criteria": ["a", "b", "c"]},
@@ -283,9 +284,9 @@ def test_requests_from_suite_groups_records_by_id():
 def test_requests_from_a_real_suite_evaluate(runtime):
     from pathlib import Path
 
-    from laya_opt.fidelity.suites import load_suite
+    from laya_opt.suites.suite_file import load_suite
 
-    suite = load_suite(Path(__file__).resolve().parents[2] / "fidelity" / "suites" / "smoke.jsonl")
+    suite = load_suite(Path(__file__).resolve().parents[2] / "laya_opt" / "suites" / "data" / "smoke.jsonl")
     requests = requests_from_suite(suite)
     assert all(isinstance(tag, dict) for request in requests for tag in request.tags.values())
     outputs = evaluate(runtime, requests[:2])

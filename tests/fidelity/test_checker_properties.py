@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 from laya_opt.fidelity.checker import Outputs, question_output
 from laya_opt.fidelity.gates import Gate, check_gates, default_gates, load_gates_file
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, compare
-from laya_opt.pipeline import StageResult
-from laya_opt.runtime import ModelInput
+from laya_opt.runs.pipeline import StageResult
+from laya_opt.core.runtime import ModelInput
 
 TYPES = {"choice": (1, 6), "score": (3, 7), "noul": (2, 2)}
 # Logits on a grid of 1/8 keep every sum exact; the drift is a multiple of 1/64.

@@ -8,7 +8,7 @@ import yaml
 
 from gate_fixtures import measured
 
-from laya_opt.errors import InputError, SchemaError
+from laya_opt.util.errors import InputError, SchemaError
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
 from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
                                      dump_gates_file, load_gates_file, parse_gate)

@@ -12,16 +12,16 @@ from fake_passes import EmptyConfig, REQUESTS
 import laya_opt as lo
 from laya_opt.fidelity.gates import KERNEL_ROUNDING_BOUND
 from laya_opt.fidelity.kernel_probe import EPSILON, ROUNDING_STEPS, kernel_rounding_error, rounding_error
-from laya_opt.model import sliding_mask
-from laya_opt.passes_api import PassSpec
-from laya_opt.pipeline import Pipeline
-from laya_opt.runtime import clone_model, load_runtime
+from laya_opt.core.model import sliding_mask
+from laya_opt.passes.contract import PassSpec
+from laya_opt.runs.pipeline import Pipeline
+from laya_opt.core.runtime import clone_model, load_runtime
 
 LONG = REQUESTS[-1:]   # 30+ tokens: wider than the window (w = 4)
 
 
 def half_precision_window(q, k, v, ctx, scale):
-    """Dense sliding attention without the float32 upcast of laya_opt.model.sdpa: the audit's FP16-only bug."""
+    """Dense sliding attention without the float32 upcast of laya_opt.core.model.sdpa: the audit's FP16-only bug."""
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=sliding_mask(ctx.valid, ctx.window))
 
 

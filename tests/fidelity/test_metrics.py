@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from laya_opt.fidelity.checker import Outputs, question_output
 from laya_opt.fidelity.metrics import (METRIC_NAMES, accuracy, accuracy_table, compare, ece, js_divergence,
                                        logit_drift)
-from laya_opt.runtime import ModelInput
+from laya_opt.core.runtime import ModelInput
 
 LN2 = math.log(2)
 

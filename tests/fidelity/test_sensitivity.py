@@ -4,11 +4,11 @@ import pytest
 
 import laya_opt as lo
 from conftest import write_tiny_checkpoint
-from laya_opt.decode import answer_probabilities
+from laya_opt.core.decode import answer_probabilities
 from laya_opt.fidelity.checker import EvalRequest
 from laya_opt.fidelity.sensitivity import layer_sensitivity, sensitivity_table, unit_sensitivity
-from laya_opt.registry import get_pass
-from laya_opt.runtime import load_runtime
+from laya_opt.passes.registry import get_pass
+from laya_opt.core.runtime import load_runtime
 
 REQUESTS = (
     EvalRequest("a", "hello world hello", {

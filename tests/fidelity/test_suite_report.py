@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from laya_opt.fidelity.checker import question_output
-from laya_opt.fidelity.lexical_baseline import baseline_report
+from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, outputs_ece
 from laya_opt.fidelity.suite_report import TOP1_EDGES, main, markdown, model_report, top1_bins, top_two_margin
-from laya_opt.fidelity.suites import load_suite
-from laya_opt.resources import suite_path
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.util.resources import suite_path
 
 STANDIN = Path(__file__).resolve().parents[2] / "checkpoints" / "laya-tiny"
 

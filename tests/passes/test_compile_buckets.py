@@ -12,12 +12,14 @@ from laya_opt.fidelity.capture_probe import capture_drift
 from laya_opt.fidelity.checker import EvalRequest, evaluate
 from laya_opt.fidelity.gates import check_gates, default_gates
 from laya_opt.fidelity.metrics import compare
-from laya_opt.fidelity.suites import QuestionTag, SuiteRecord
-from laya_opt.passes_api import check_order
-from laya_opt.schema import parse
-from laya_opt.passes_api import runtime_fingerprint
-from laya_opt.runtime import clone_model, eager_forward, load_runtime
-from laya_opt.passes import compile_buckets, head_prune_final, local_window_attention
+from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
+from laya_opt.passes.contract import check_order
+from laya_opt.util.schema import parse
+from laya_opt.passes.contract import runtime_fingerprint
+from laya_opt.core.runtime import clone_model, eager_forward, load_runtime
+from laya_opt.passes import compile_buckets
+from laya_opt.passes import head_prune_final
+from laya_opt.passes import local_window_attention
 from laya_opt.passes.compile_buckets import (PASS, BucketedForward, CompileBucketsConfig, bucket_for, multiple_buckets,
                                     plan_buckets)
 

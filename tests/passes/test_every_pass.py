@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from fake_passes import write_tiny_suite
 
-from laya_opt.fidelity.suites import load_suite
+from laya_opt.suites.suite_file import load_suite
 from laya_opt.passes import pass_modules
-from laya_opt.pipeline import Pipeline
-from laya_opt.runtime import load_runtime
+from laya_opt.runs.pipeline import Pipeline
+from laya_opt.core.runtime import load_runtime
 
 # Settings that fit the tiny model (D 128, I 96, window 4); every other pass runs with its defaults.
 CONFIGS = {"quantize_encoder": {"bits": 8, "group_size": 32}, "local_window_attention": {"block_size": 8},

@@ -3,8 +3,8 @@ import pytest
 from exactness import assert_runtimes_match
 
 import laya_opt as lo
-from laya_opt import fused
-from laya_opt.runtime import load_runtime
+from laya_opt.core import fused
+from laya_opt.core.runtime import load_runtime
 
 VARIANTS = [{}, {"gemm": True}, {"rope": False}, {"norms": False, "geglu": False}]
 

@@ -11,11 +11,11 @@ from laya_opt.fidelity.checker import EvalRequest, evaluate
 from laya_opt.fidelity.gates import KERNEL_ROUNDING_BOUND
 from laya_opt.fidelity.kernel_probe import ROUNDING_STEPS, rounding_error
 from laya_opt.fidelity.metrics import compare
-from laya_opt.config import architecture
-from laya_opt.model import HeadLayer, full_final_layer, key_padding_mask
-from laya_opt.schema import parse
-from laya_opt.passes_api import runtime_fingerprint
-from laya_opt.runtime import clone_model, load_runtime
+from laya_opt.core.config import architecture
+from laya_opt.core.model import HeadLayer, full_final_layer, key_padding_mask
+from laya_opt.util.schema import parse
+from laya_opt.passes.contract import runtime_fingerprint
+from laya_opt.core.runtime import clone_model, load_runtime
 from laya_opt.passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneConfig, flop_reduction, saved_flops,
                                      selected_q_final_layer, split_projection_final_layer)
 

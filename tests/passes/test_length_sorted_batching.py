@@ -6,10 +6,10 @@ from hypothesis import given, settings, strategies as st
 import laya_opt as lo
 from laya_opt.fidelity.checker import EvalRequest, evaluate
 from laya_opt.fidelity.metrics import compare
-from laya_opt.batching import check_plan, insertion_order_planner
-from laya_opt.schema import parse
-from laya_opt.passes_api import runtime_fingerprint
-from laya_opt.runtime import load_runtime
+from laya_opt.core.batching import check_plan, insertion_order_planner
+from laya_opt.util.schema import parse
+from laya_opt.passes.contract import runtime_fingerprint
+from laya_opt.core.runtime import load_runtime
 from laya_opt.passes.length_sorted_batching import LengthSortedConfig, sorted_groups
 
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings, strategies as st
 import laya_opt as lo
 from laya_opt.fidelity.checker import EvalRequest, evaluate
 from laya_opt.fidelity.metrics import compare
-from laya_opt.model import (AttentionInputs, dense_sliding_attention, global_attention, key_padding_mask, sdpa,
-                            sliding_mask)
-from laya_opt.schema import parse
-from laya_opt.passes_api import runtime_fingerprint
-from laya_opt.runtime import load_runtime
+from laya_opt.core.model import (AttentionInputs, dense_sliding_attention, global_attention, key_padding_mask, sdpa,
+                                 sliding_mask)
+from laya_opt.util.schema import parse
+from laya_opt.passes.contract import runtime_fingerprint
+from laya_opt.core.runtime import load_runtime
 from laya_opt.passes.local_window_attention import (LocalWindowConfig, attention_pairs, banded_attention, block_masks,
                                            make_local_window_attention)
 

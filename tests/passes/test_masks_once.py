@@ -5,9 +5,9 @@ import pytest
 from exactness import assert_runtimes_match
 
 import laya_opt as lo
-from laya_opt.model import boolean_masks, key_padding_mask, sliding_mask
+from laya_opt.core.model import boolean_masks, key_padding_mask, sliding_mask
 from laya_opt.passes.masks_once import additive_masks
-from laya_opt.runtime import load_runtime
+from laya_opt.core.runtime import load_runtime
 
 
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])

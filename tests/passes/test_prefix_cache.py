@@ -6,8 +6,8 @@ from exactness import assert_runtimes_match, shape_requests
 from hypothesis import given, settings, strategies as st
 
 import laya_opt as lo
-from laya_opt.prompt import prepare_request
-from laya_opt.runtime import load_runtime
+from laya_opt.core.prompt import prepare_request
+from laya_opt.core.runtime import load_runtime
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import pytest
 from exactness import assert_runtimes_match
 
 import laya_opt as lo
-from laya_opt.model import reference_self_attention
+from laya_opt.core.model import reference_self_attention
 from laya_opt.passes.qkv_views import view_self_attention
-from laya_opt.runtime import load_runtime
+from laya_opt.core.runtime import load_runtime
 
 
 def primitives(array) -> list[str]:

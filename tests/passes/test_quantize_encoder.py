@@ -8,9 +8,9 @@ import pytest
 from mlx.utils import tree_flatten
 
 import laya_opt as lo
-from laya_opt import quant
-from laya_opt.decode import answer_probabilities
-from laya_opt.runtime import load_runtime
+from laya_opt.core import quant
+from laya_opt.core.decode import answer_probabilities
+from laya_opt.core.runtime import load_runtime
 from laya_opt.passes.quantize_encoder import PASS
 
 from conftest import write_tiny_checkpoint

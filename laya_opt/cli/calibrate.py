@@ -1,0 +1,93 @@
+"""`laya-opt calibrate-gates`: measure a checkpoint's noise floors on suites and write a gates file."""
+from __future__ import annotations
+
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from laya_opt.core.checkpoint import DTYPES
+from laya_opt.util.console import output_console, progress_printer, rich_table
+from laya_opt.util.errors import InputError, SchemaError
+from laya_opt.util.resources import STANDIN
+from laya_opt.util.jsonio import read_yaml
+
+DTYPE_CHOICES = tuple(DTYPES)
+
+
+def command_line(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], out_file: Path,
+                 name: str | None, measured_file: Path | None) -> str:
+    """The command that reproduces this run, recorded in the gates file."""
+    if measured_file is not None:
+        words = ["--from-measurements", str(measured_file)]
+    else:
+        words = ["--checkpoint", checkpoint] + [word for suite in suites for word in ("--suite", suite)] + \
+                [word for dtype in dtypes for word in ("--dtype", dtype)]
+    words += (["--name", name] if name else []) + ["--out", str(out_file)]
+    return shlex.join(["laya-opt", "calibrate-gates", *words])
+
+
+@click.command("calibrate-gates")
+@click.option("--checkpoint", default=STANDIN, show_default=True,
+              help="Checkpoint directory, or `standin` for the bundled stand-in.")
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to measure on (repeatable; a bundled suite name or a .jsonl path).")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPE_CHOICES), default=DTYPE_CHOICES,
+              show_default=True, help="Candidate dtypes to calibrate (repeatable; float32 is always measured).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=Path("gates.yaml"),
+              show_default=True, help="The gates file to write (experiments name it with `gates_file:`).")
+@click.option("--name", default=None, help="Name recorded in the file (default: the file's stem).")
+@click.option("--from-measurements", "measured_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="Measure nothing: derive the thresholds again from the measurements recorded in "
+                                 "this gates file (e.g. after the derivation rules changed).")
+def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], out_file: Path,
+                    name: str | None, measured_file: Path | None) -> None:
+    """Measure FP32 run-to-run and batch-composition noise, half-precision noise and the FP16/BF16-vs-FP32
+    drift on the suites, and write a gates file whose every threshold states its derivation.
+
+    Exact passes get 2 x the largest same-dtype noise (a floor of one rounding where outputs are
+    bit-identical); cross-dtype comparisons 2 x the cast drift; approximate passes an allowance of 2 x the
+    FP16 drift. See fidelity/gate_derivation.py. On a 2-core CPU, float16 and bfloat16 are slow: the
+    stand-in takes minutes on `smoke` and hours on `calib`.
+    """
+    from laya_opt.timing.bench import environment
+    from laya_opt.core.checkpoint import file_sha256, resolve_checkpoint_dir
+    from laya_opt.fidelity.calibration import measure, noise_table
+    from laya_opt.fidelity.gate_derivation import derive_gates
+    from laya_opt.fidelity.gates import dump_gates_file, read_gates_file
+    from laya_opt.suites.suite_file import load_suite
+    from laya_opt.runs.pipeline import suite_requests
+    from laya_opt.util.resources import checkpoint_path, suite_path
+    from laya_opt.core.runtime import load_runtime
+
+    console = output_console()
+    command = command_line(checkpoint, suites, dtypes, out_file, name, measured_file)
+    if measured_file is not None:
+        # Only the measurements are read: the file's gates may follow rules that have changed since.
+        recorded = read_yaml(measured_file, SchemaError)
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("measured"), dict):
+            raise SchemaError(f"{measured_file}: measured: missing (not a gates file written by calibrate-gates)")
+        measured = recorded["measured"]
+        source = dict(recorded.get("source") or {}, derived_by=command)
+        description = str(recorded.get("description", ""))
+    else:
+        if not suites:
+            raise InputError("--suite: name at least one suite to measure on (or give --from-measurements)")
+        directory = resolve_checkpoint_dir(checkpoint_path(checkpoint))
+        loaded = [load_suite(suite_path(value, f"--suite {value}")) for value in suites]
+        measured = measure(load_runtime(directory, "float32"), suite_requests(loaded),
+                           dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
+                           say=progress_printer(console))
+        measured["suites"] = [{"name": s.name, "sha256": s.sha256, "records": len(s.records)} for s in loaded]
+        env = environment()
+        source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(directory / "model.safetensors"),
+                  "device": env["device"], "mlx": env["versions"]["mlx"], "command": command,
+                  "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        description = f"calibrated on {', '.join(suites)} ({env['device']})"
+    gates = derive_gates(measured, name or out_file.stem, description, source)
+    out_file.write_text(dump_gates_file(gates, header=f"Written by `{command}`; thresholds and their derivations: "
+                                                      "laya_opt/fidelity/gate_derivation.py"), encoding="utf-8")
+    read_gates_file(out_file)  # what was written reads back through the schema
+    console.print(rich_table(noise_table(measured)))
+    console.print(f"wrote {out_file}", highlight=False, soft_wrap=True)

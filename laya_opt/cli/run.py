@@ -1,0 +1,126 @@
+"""`laya-opt run` and `laya-opt explain`: experiment files from the command line.
+
+Exit codes of `run` (the contract of `laya_opt.cli.contract`): 0 all gates passed (or failed gates waived
+with --allow-failed-gates), 1 a pass raised or mutated its input (no results directory is written) or
+an asked-for export could not be written (the results directory is), 2 bad input (usage, invalid
+experiment file, checkpoint, suite or pass setting, an export path that exists), 3 a gate failed,
+130 interrupted (nothing half-written is left).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from laya_opt.util.console import output_console, progress_printer
+
+
+@click.command("explain")
+@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
+def explain(experiment_file: str) -> None:
+    """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
+
+    The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
+    output directory, and every pass's settings against the checkpoint (selectors, group widths, a
+    quantized checkpoint). The plan lists stages, contracts, gates and workloads."""
+    from laya_opt.runs.experiment import explain as render_plan, load_experiment
+    from laya_opt.runs.runner import preflight
+
+    experiment = load_experiment(Path(experiment_file))
+    preflight(experiment)
+    click.echo(render_plan(experiment))
+
+
+def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...]):
+    """The experiment with the --candidate-dtype and --suite overrides of `run` (and `bisect`) applied."""
+    from laya_opt.runs.experiment import load_experiment
+    from laya_opt.util.resources import suite_path
+
+    experiment = load_experiment(Path(experiment_file))
+    if candidate_dtype:
+        experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
+    if suites:
+        experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
+                                                                  for name in suites))
+    return experiment
+
+
+candidate_dtype_option = click.option(
+    "--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
+    help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
+         "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
+suite_option = click.option(
+    "--suite", "suites", multiple=True,
+    help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
+         "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
+
+
+@click.command("run")
+@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--allow-failed-gates", is_flag=True,
+              help="Exit 0 even if a gate failed; the report marks those gates WAIVED (reject/stop still apply).")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
+              help="Write the results directory here instead of the experiment's output_dir.")
+@click.option("--requests", type=click.IntRange(min=1), default=None,
+              help="Timed requests per workload, runtime and mode (overrides benchmark.requests).")
+@click.option("--no-bench", is_flag=True, help="Gate the stages but skip the benchmark.")
+@candidate_dtype_option
+@suite_option
+@click.option("--quiet", is_flag=True, help="No progress lines or bars; the stage table is still printed.")
+@click.option("--no-cache", is_flag=True,
+              help="Evaluate the reference even if the reference cache holds its outputs (the cache is keyed by "
+                   "checkpoint, suite and token hashes, dtype, MLX version and backend, and the model source).")
+@click.option("--export-stage", default=None,
+              help="Export the quantized checkpoint of this stage (a pass name) if it is accepted; with --export-dir.")
+@click.option("--export-dir", type=click.Path(file_okay=False), default=None,
+              help="Where --export-stage writes the checkpoint; it must not exist (exports never overwrite).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the outcome (results dir, exit code, reference cache, stage rows, export) as JSON.")
+@click.option("--bisect", "then_bisect", is_flag=True,
+              help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
+def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
+        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool, no_cache: bool,
+        export_stage: str | None, export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
+    """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
+
+    The reference outputs come from the reference cache when nothing they depend on changed (the console
+    and report.md say "cache hit" or "computed"); every run is appended to the run history
+    (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
+    to passing. With --bisect, a failed gate is followed by a bisection of the stack.
+    """
+    from laya_opt.util.errors import ExperimentError
+    from laya_opt.runs.experiment import export_plan
+    from laya_opt.runs.pipeline import PipelineError
+    from laya_opt.runs.runner import outcome_json, print_outcome, run_experiment
+
+    experiment = load_for_run(experiment_file, candidate_dtype, suites)
+    if (export_stage is None) != (export_dir is None):
+        raise ExperimentError("--export-stage and --export-dir go together")
+    if export_stage is not None:
+        experiment = dataclasses.replace(experiment, export=export_plan(
+            export_stage, export_dir, experiment.steps, "--export-stage", "--export-dir"))
+    quiet = quiet or as_json
+    console = output_console()
+    say = progress_printer(console, quiet)
+    try:
+        outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
+                                 allow_failed_gates=allow_failed_gates,
+                                 show_progress=not quiet and console.is_terminal, say=say, cache=not no_cache)
+    except PipelineError as exc:
+        raise PipelineError(f"{exc}; no results directory was written", exc.partial) from exc
+    if as_json:
+        click.echo(json.dumps(outcome_json(outcome), indent=2, ensure_ascii=False))
+        sys.exit(outcome.exit_code)
+    print_outcome(outcome, console)
+    if then_bisect and outcome.gates_failed:
+        from laya_opt.runs.bisect import bisect_experiment, print_bisect
+
+        print_bisect(bisect_experiment(experiment, outcome.pipeline, say=say), console)
+    if outcome.gates_failed and not allow_failed_gates:
+        console.print("[bold red]gates failed[/] (exit 3); --allow-failed-gates waives them", highlight=False)
+    elif outcome.export_failed:
+        console.print("[bold red]export failed[/] (exit 1); the results directory is complete", highlight=False)
+    sys.exit(outcome.exit_code)

@@ -1,0 +1,258 @@
+"""Head to head, in one run on one machine: the MLX eager baseline, every accepted stage of an experiment
+and (when installed) the upstream PyTorch runtime's eager and compile backends, timed in rotating blocks
+on the same checkpoint directory and workloads, with their answers compared side by side.
+
+Steps: load the FP32 reference from the checkpoint; gate the experiment's stages on its suites (stage 0
+is the eager baseline in the candidate dtype); load upstream's backends; check that upstream feeds the
+model the same token ids; compare every runtime's answers with the FP32 reference (argmax agreement,
+max |dp|); time everything with the shared harness (laya_opt.timing.bench); optionally profile (phase split
+and CUDA kernel timeline). The record is plain data; `write_head_to_head` saves it with report.md and
+the plots.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import mlx.core as mx
+
+from laya_opt.timing.bench import MODES, BenchConfig, benchmark, environment, prepared_digest
+from laya_opt.core.checkpoint import file_sha256
+from laya_opt.runs.experiment import Experiment
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.suites.workloads import build_workload
+from laya_opt.timing.peer import BACKENDS, load_upstream, upstream_problem, upstream_version
+from laya_opt.runs.pipeline import suite_requests
+from laya_opt.timing.profile import profile_runtimes
+from laya_opt.runs.report import latency_records, plain
+from laya_opt.util.markdown import markdown_table
+from laya_opt.core.runtime import load_runtime
+from laya_opt.core.synth import has_random_weights
+from laya_opt.util.system import mlx_backend
+
+BASELINE = "mlx eager"
+TIMED_STAGES = ("stages", "final")
+
+
+def h2h_label(stage) -> str:
+    """`<index>:<pass>(<settings>)`: a pass applied twice with other settings stays distinguishable."""
+    return f"{stage.index}:{stage.identity.rsplit('+', 1)[-1]}"
+
+
+def answer_vector(answer: dict) -> list[float]:
+    if answer["type"] == "noul":
+        return [1.0 - answer["noul"], answer["noul"]]
+    return list(answer["probabilities"].values())
+
+
+def answer_drift(reference: dict, candidate: dict) -> dict:
+    """Argmax agreement and max |dp| of one envelope's answers against another's (rounded answers)."""
+    agree, worst, count = 0, 0.0, 0
+    for qid, ref in reference["answers"].items():
+        a, b = answer_vector(ref), answer_vector(candidate["answers"][qid])
+        agree += int(max(range(len(a)), key=a.__getitem__) == max(range(len(b)), key=b.__getitem__))
+        worst = max(worst, max(abs(x - y) for x, y in zip(a, b)))
+        count += 1
+    return {"questions": count, "argmax_agreement": agree / count if count else 1.0, "max_abs_dp": worst}
+
+
+def compare_answers(runtimes: dict, reference, workloads: Sequence) -> dict:
+    """Per runtime and workload: agreement and max |dp| of its answers vs the FP32 reference's."""
+    out: dict = {}
+    for workload in workloads:
+        truth = [reference.predict(state, questions) for state, questions in workload.requests]
+        for label, runtime in runtimes.items():
+            drifts = [answer_drift(t, runtime.predict(state, questions))
+                      for t, (state, questions) in zip(truth, workload.requests)]
+            out.setdefault(label, {})[workload.name] = {
+                "questions": sum(d["questions"] for d in drifts),
+                "argmax_agreement": sum(d["argmax_agreement"] * d["questions"] for d in drifts)
+                / max(1, sum(d["questions"] for d in drifts)),
+                "max_abs_dp": max(d["max_abs_dp"] for d in drifts)}
+    return out
+
+
+def token_identity(peer, reference, workloads: Sequence) -> dict:
+    """How many questions upstream tokenizes to exactly the ids, markers and qtype laya-opt prepares."""
+    same = total = 0
+    first = None
+    for workload in workloads:
+        for state, questions in workload.requests:
+            ours = [(item.ids, item.markers, item.qtype) for item in reference.prepare(state, questions)]
+            theirs = peer.model_inputs(state, questions)
+            for qid, a, b in zip(questions, ours, theirs):
+                total += 1
+                same += int(a == b)
+                if a != b and first is None:
+                    first = f"{workload.name}/{qid}"
+    return {"identical": same, "questions": total, "first_difference": first}
+
+
+@dataclass(frozen=True)
+class HeadToHead:
+    experiment: Experiment
+    checkpoint: Path
+    workloads: tuple[str, ...] = ("short-1", "short-50", "long-1")
+    bench: BenchConfig = BenchConfig()
+    peer: bool = True
+    profile: bool = True
+    # wall-clock budget: timing cells not started by 85% of it are skipped, profile entries not started by its end
+    budget_s: float | None = None
+    # which accepted stages are timed: "stages" every one, "final" only the last (the stack); all are gated
+    timed_stages: str = "stages"
+
+    def __post_init__(self):
+        if self.timed_stages not in TIMED_STAGES:
+            raise ValueError(f"timed_stages must be one of {', '.join(TIMED_STAGES)}, got {self.timed_stages!r}")
+
+
+def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda message: None) -> dict:
+    started = time.time()
+    timing_deadline = None if plan.budget_s is None else time.monotonic() + 0.85 * plan.budget_s
+    deadline = None if plan.budget_s is None else time.monotonic() + plan.budget_s
+    experiment = plan.experiment
+    workloads = [build_workload(name) for name in plan.workloads]
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
+        "(reference)")
+    reference = load_runtime(plan.checkpoint, experiment.reference_dtype, experiment.batch_size)
+    suites = [load_suite(path) for path in experiment.suites]
+    requests = suite_requests(suites)
+    labels = "used"
+    if has_random_weights(plan.checkpoint):  # chance-level answers: a label flip says nothing about a pass
+        requests = tuple(dataclasses.replace(request, labels=None) for request in requests)
+        labels = "ignored: the checkpoint has random weights (gates on labels are skipped; drift gates apply)"
+        say(f"suite labels {labels}")
+    result = experiment.pipeline().run(reference, requests, progress=say,
+                                       reference_dtype=experiment.reference_dtype)
+    if not result.stages[0].accepted:
+        raise RuntimeError("the baseline stage failed its gates; nothing to compare")
+    runtimes: dict[str, Any] = {BASELINE: result.stages[0].runtime}
+    timed_stages = result.accepted_stages[1:]
+    if plan.timed_stages == "final":  # half the runtimes: a cold lent machine times every cell in one call
+        timed_stages = timed_stages[-1:]
+    runtimes.update({h2h_label(stage): stage.runtime for stage in timed_stages})
+    peers, peer_note = {}, upstream_problem() if plan.peer else "not requested"
+    if peer_note is None:
+        for peer_backend in BACKENDS:
+            say(f"loading upstream laya {upstream_version()} with backend {peer_backend}")
+            peers[f"upstream {peer_backend}"] = load_upstream(plan.checkpoint, peer_backend)
+    else:
+        say(f"upstream skipped: {peer_note}")
+    runtimes.update(peers)
+    say("comparing answers with the reference")
+    answers = compare_answers(runtimes, reference, workloads)
+    tokens = token_identity(next(iter(peers.values())), reference, workloads) if peers else None
+    say(f"timing {len(runtimes)} runtimes on {', '.join(plan.workloads)}")
+    timed = benchmark(BASELINE, runtimes, workloads, plan.bench, deadline=timing_deadline)
+    profiles = None
+    if plan.profile and (deadline is None or time.monotonic() < deadline):
+        say("profiling")
+        fastest = result.accepted_stages[-1]  # the final accepted stage (stages run in index order)
+        chosen = {BASELINE: runtimes[BASELINE]}
+        if fastest.index:
+            chosen[h2h_label(fastest)] = runtimes[h2h_label(fastest)]
+        chosen.update({label: peer for label, peer in peers.items() if label.endswith("compile")})
+        profiles = profile_runtimes(chosen, workloads, deadline=deadline)
+    return plain({
+        "kind": "head_to_head", "experiment": experiment.name, "checkpoint": str(plan.checkpoint),
+        "checkpoint_sha256": file_sha256(Path(plan.checkpoint) / "model.safetensors"),
+        "environment": {**environment(), "upstream": upstream_version()},
+        "workloads": [vars(facts) for facts in timed.workloads],
+        "token_sha256": {w.name: prepared_digest([reference.prepare(s, q) for s, q in w.requests]) for w in workloads},
+        "stages": [{"index": s.index, "name": s.name, "verdict": s.verdict, "exact": s.exact,
+                    "failed_gates": s.failure_messages,
+                    # every gate's measured value, passed ones too (a passing kernel probe says by how much)
+                    "gates": [{"kind": kind, "gate": str(r.gate), "measured": r.measured, "passed": r.passed}
+                              for kind, results in (("incremental", s.incremental_gates),
+                                                    ("cumulative", s.cumulative_gates)) for r in results],
+                    "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
+                    if s.cumulative else None} for s in result.stages],
+        "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
+        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens,
+        "answers": answers, "bench": {"config": plain(plan.bench), "summary": latency_records(timed),
+                                      "samples": timed.samples(), "skipped_for_time": list(timed.skipped)},
+        "profile": profiles, "wall_s": round(time.time() - started, 1),
+    })
+
+
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "—"
+    speed = row["speedup"]
+    ratio = "" if speed is None else f" ({speed['median']:.2f}× {speed['low']:.2f}–{speed['high']:.2f})"
+    return f"{row['p50_ms']:.2f}{ratio}"
+
+
+def _tail_cell(row: dict | None) -> str:
+    return "—" if row is None else f"{row['p95_ms']:.2f} / {row['p99_ms']:.2f} ({row['n']})"
+
+
+def render_head_to_head(record: dict) -> str:
+    """report.md of a head-to-head record: the table, answers, token identity, profile, environment."""
+    summary = record["bench"]["summary"]
+    runtimes = list(dict.fromkeys(row["runtime"] for row in summary))
+    workloads = [w["name"] for w in record["workloads"]]
+    modes = sorted({row["mode"] for row in summary}, key=MODES.index)
+    found = {(row["runtime"], row["workload"], row["mode"]): row for row in summary}
+    columns = [(w, m, f"{w} {'e2e' if m == 'end_to_end' else 'fwd'}") for w in workloads for m in modes]
+    header = ["runtime"] + [f"{name} p50 ms (vs {BASELINE})" for *_, name in columns] + ["agreement / max |dp| vs FP32"]
+    rows = []
+    for runtime in runtimes:
+        answers = record["answers"].get(runtime, {})
+        fidelity = "; ".join(f"{w} {a['argmax_agreement']:.3f} / {a['max_abs_dp']:.1e}" for w, a in answers.items())
+        rows.append([runtime] + [_cell(found.get((runtime, w, m))) for w, m, _ in columns] + [fidelity])
+    env = record["environment"]
+    lines = [f"# Head to head: {record['experiment']}", "",
+             f"- checkpoint `{record['checkpoint']}` (sha256 {record['checkpoint_sha256'][:16]})",
+             f"- device {env['device']}; mlx {env['versions']['mlx']}; upstream laya {env.get('upstream')}; "
+             f"{record['bench']['config']['requests']} timed requests per cell in "
+             f"{record['bench']['config']['blocks']} rotating blocks after {record['bench']['config']['warmup']} "
+             "warmup; p50 with the paired speed-up over the MLX eager baseline and its bootstrap 95% interval",
+             f"- upstream: {record['peer_note'] or 'loaded'}" + (
+                 f"; token identity {record['token_identity']['identical']}/{record['token_identity']['questions']}"
+                 if record["token_identity"] else ""),
+             f"- suite labels: {record.get('suite_labels', 'used')}",
+             "- timed: " + ("the final accepted stage only (every stage gated)"
+                            if record.get("timed_stages") == "final" else "every accepted stage")]
+    if record["bench"]["skipped_for_time"]:
+        lines.append(f"- not timed (time budget): {', '.join(record['bench']['skipped_for_time'])}")
+    lines += ["", markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), "",
+             "## Tails", "",
+             markdown_table(["runtime"] + [f"{name} p95 / p99 ms (n)" for *_, name in columns],
+                            [[runtime] + [_tail_cell(found.get((runtime, w, m))) for w, m, _ in columns]
+                             for runtime in runtimes], "l" + "r" * len(columns)), "",
+             "## Stages", "",
+             markdown_table(["stage", "verdict", "max |dp| vs FP32", "failed gates"],
+                            [[f"{s['index']} {s['name']}", s["verdict"],
+                              "—" if s["max_abs_dp_cumulative"] is None else f"{s['max_abs_dp_cumulative']:.2e}",
+                              "; ".join(s["failed_gates"]) or "—"] for s in record["stages"]]), ""]
+    if record.get("profile"):
+        lines += ["## Profile", ""]
+        prof_rows = []
+        for runtime, by_workload in record["profile"].items():
+            for workload, entry in by_workload.items():
+                phases = entry["phases"]["phases_ms"]
+                timeline = entry["timeline"]
+                kernels = "skipped: " + timeline["skipped"] if "skipped" in timeline else \
+                    (f"{timeline['kernels_per_forward']:.0f} kernels, {timeline['kernel_ms_per_forward']:.2f} ms busy "
+                     f"/ {timeline['wall_ms_per_forward']:.2f} ms wall ({timeline['idle_share']:.0%} idle)")
+                prof_rows.append([runtime, workload, f"{entry['phases']['total_p50_ms']:.2f}",
+                                  ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if v >= 0.005) or "—",
+                                  kernels])
+        lines += [markdown_table(["runtime", "workload", "e2e p50 ms", "phases ms (p50)", "forward kernels"],
+                                 prof_rows), ""]
+    return "\n".join(lines) + "\n"
+
+
+def write_head_to_head(record: dict, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "head_to_head.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    (out_dir / "report.md").write_text(render_head_to_head(record), encoding="utf-8")
+    from laya_opt.runs.plots import write_plots
+
+    write_plots(record, out_dir)
+    return out_dir

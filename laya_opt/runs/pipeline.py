@@ -1,0 +1,456 @@
+"""Ordered passes, each gated twice by the fidelity checker: vs the previous accepted stage and vs the reference.
+
+Stage 0 (`baseline`) is a step like the others: the `cast_dtype` pass turns the reference into the
+candidate dtype. A failed gate either rejects the pass (the next pass starts from its parent) or
+stops the run; a pass that raises or breaks its contract ends the run with `PipelineError`.
+Passes that need data (a suite to plan buckets from) get it from `resolve_data`; they never read
+the disk. The public API (`laya_opt.run_pipeline`) wraps this module.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+from laya_opt.core.checkpoint import dtype_name
+from laya_opt.util.errors import InputError, PassError
+from laya_opt.fidelity.capture_probe import capture_drift
+from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
+from laya_opt.fidelity.gates import Gate, GateResult, GatesFile, check_gates, common_gates, default_gates, load_gates_file
+from laya_opt.fidelity.kernel_probe import kernel_rounding_error
+from laya_opt.fidelity.metrics import FidelityReport, compare
+from laya_opt.suites.workloads import named_requests
+from laya_opt.passes.contract import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
+from laya_opt.util.progress import Track, silent
+from laya_opt.passes.registry import get_pass
+from laya_opt.core.runtime import Runtime
+from laya_opt.util.schema import checked, to_plain
+
+OnFail = Literal["reject", "stop"]
+ON_FAIL_CHOICES = ("reject", "stop")
+Verdict = Literal["accepted", "rejected", "stopped", "error"]
+BASELINE = "baseline"
+EVALUATION_REPEAT = 2  # every candidate evaluation runs twice so the `deterministic` metric is measured
+# resolve_data(kind, name) -> the data a pass needs (kind "requests": (state, questions) pairs)
+DataResolver = Callable[[str, str], Any]
+
+
+class PipelineError(PassError):
+    """A pass raised or broke its contract: the run ends and `partial` holds the stages up to the failure."""
+
+    def __init__(self, message: str, partial: "PipelineResult"):
+        super().__init__(message)
+        self.partial = partial
+
+
+def default_resolver(kind: str, name: str) -> Any:
+    if kind != "requests":
+        raise InputError(f"unknown data kind {kind!r}")
+    return named_requests(name)
+
+
+def pass_data(spec: PassSpec, config: Any, resolve: DataResolver = default_resolver) -> dict[str, Any]:
+    """config field -> the data it names (e.g. `plan_from`'s requests), for every need the config uses."""
+    return {field_name: resolve(kind, name) for field_name, (kind, name) in spec.data_names(config).items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Gates
+
+
+@dataclass(frozen=True)
+@checked
+class GateSet:
+    """Gate overrides for one comparison each; None keeps `fidelity.gates.default_gates`.
+
+    An override replaces the default gate on the same (metric, op) and adds gates on new metrics.
+    """
+
+    incremental: tuple[Gate, ...] | None = None
+    cumulative: tuple[Gate, ...] | None = None
+
+
+def merge_gates(base: Sequence[Gate], overrides: Sequence[Gate] | None) -> tuple[Gate, ...]:
+    """Overrides replace the gate on the same (metric, op); the measured noise floor of the metric stays shown."""
+    if not overrides:
+        return tuple(base)
+    keyed = {(gate.metric, gate.op): gate for gate in base}
+    for gate in overrides:
+        replaced = keyed.get((gate.metric, gate.op))
+        keyed[(gate.metric, gate.op)] = dataclasses.replace(
+            gate, noise_floor=replaced.noise_floor if gate.noise_floor is None and replaced else gate.noise_floor,
+            derivation=gate.derivation or "set by the experiment")
+    return tuple(keyed.values())
+
+
+def step_defaults(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile
+                  ) -> tuple[Gate, ...]:
+    """The default gates of a step in one comparison (`fidelity.gates.default_gates`, stage 0 aside)."""
+    if is_cast_baseline(step):
+        # Stage 0 is the cast whose drift the calibration measured. Both of its comparisons are against the
+        # reference, so both get the drift envelope of the candidate dtype: the cumulative bound of an exact stack.
+        envelope = default_gates(True, candidate_dtype, "cumulative", gates_file=gates_file)
+        if comparison == "cumulative":
+            return envelope
+        return merge_gates(common_gates("incremental"), envelope)
+    return default_gates(exact, candidate_dtype, comparison, captures=bool(step.spec.captures),
+                         replaces_kernels="kernels" in step.spec.replaces, gates_file=gates_file)
+
+
+def resolve_gates(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile,
+                  *layers: GateSet) -> tuple[Gate, ...]:
+    """Defaults for the step in this comparison, then each override layer in order (pipeline, then step)."""
+    gates = step_defaults(comparison, step, exact, candidate_dtype, gates_file)
+    for layer in layers:
+        gates = merge_gates(gates, getattr(layer, comparison))
+    return gates
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Steps
+
+
+@dataclass(frozen=True)
+class Step:
+    spec: PassSpec
+    config: Any                      # an instance of spec.config_type
+    on_fail: OnFail = "stop"
+    gates: GateSet = GateSet()
+    label: str = ""                  # stage name; the pass name when empty
+    exact: bool | None = None        # None: the pass's own declaration
+
+    def __post_init__(self):
+        if self.on_fail not in ON_FAIL_CHOICES:
+            raise ValueError(f"pass {self.spec.name}: on_fail must be one of {ON_FAIL_CHOICES}, got {self.on_fail!r}")
+        if not isinstance(self.config, self.spec.config_type):
+            raise TypeError(f"pass {self.spec.name}: config must be a {self.spec.config_type.__name__}, "
+                            f"got {type(self.config).__name__}")
+
+    @property
+    def name(self) -> str:
+        return self.label or self.spec.name
+
+    @property
+    def is_exact(self) -> bool:
+        return self.spec.exact if self.exact is None else self.exact
+
+
+def as_step(item: Step | PassSpec | tuple | Any) -> Step:
+    """A Step, a PassSpec, a config instance, or (spec, config[, on_fail[, gates]]) with config a mapping."""
+    if isinstance(item, Step):
+        return item
+    if isinstance(item, PassSpec):
+        item = (item,)
+    if not isinstance(item, tuple):
+        from laya_opt.passes.registry import build_registry
+
+        return Step(build_registry().for_config(item), item)
+    if not 1 <= len(item) <= 4 or not isinstance(item[0], PassSpec):
+        raise TypeError(f"a pipeline step must be a Step, a PassSpec, a pass config or (PassSpec, config, on_fail), "
+                        f"got {item!r}")
+    spec, config, rest = item[0], item[1] if len(item) > 1 else None, item[2:]
+    if config is None or isinstance(config, Mapping):
+        config = spec.make_config(config or {})
+    return Step(spec, config, *rest)
+
+
+def is_cast_baseline(step: Step) -> bool:
+    """Stage 0 casting to another dtype: not exact, yet it keeps the exact chain (its drift is the envelope)."""
+    return step.label == BASELINE and step.spec.name == "cast_dtype" and not step.is_exact
+
+
+def keeps_exact_chain(step: Step) -> bool:
+    return step.is_exact or is_cast_baseline(step)
+
+
+def baseline_step(candidate_dtype: str, reference_dtype: str) -> Step:
+    """Stage 0: cast the reference to the candidate dtype; exact only when the dtype stays."""
+    spec = get_pass("cast_dtype")
+    return Step(spec, spec.make_config({"dtype": candidate_dtype}), on_fail="stop", label=BASELINE,
+                exact=candidate_dtype == reference_dtype)
+
+
+def stage_gates(step: Step, chain_exact: bool, candidate_dtype: str, pipeline_gates: GateSet,
+                gates_file: GatesFile | str | None = None) -> tuple[tuple[Gate, ...], tuple[Gate, ...]]:
+    """(incremental, cumulative) gates of one step; `chain_exact`: every accepted stage before it kept the exact
+    chain (was exact, or was the stage-0 cast, whose drift the exact cumulative bound includes).
+
+    The one place the exactness chain turns into gates: `Pipeline.run` and `explain` both call it.
+    `gates_file` holds the defaults (None: the bundled stand-in calibration).
+    """
+    table = load_gates_file(gates_file)
+    return (resolve_gates("incremental", step, step.is_exact, candidate_dtype, table, pipeline_gates, step.gates),
+            resolve_gates("cumulative", step, chain_exact and keeps_exact_chain(step), candidate_dtype, table,
+                          pipeline_gates, step.gates))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True, eq=False)  # holds numpy arrays and runtimes: compare fields, not objects
+class StageResult:
+    index: int                                   # 0 is the baseline
+    name: str                                    # step label: "baseline" or the pass name
+    config: dict
+    exact: bool
+    on_fail: OnFail
+    verdict: Verdict
+    incremental: FidelityReport | None           # vs the previous accepted stage (the reference for stage 0)
+    cumulative: FidelityReport | None            # vs the reference outputs
+    incremental_gates: tuple[GateResult, ...]
+    cumulative_gates: tuple[GateResult, ...]
+    report: dict                                 # what the pass reported (runtime.info[pass name])
+    apply_s: float
+    evaluate_s: float
+    parent: int | None                           # index of the stage this one was applied to (None: the reference)
+    applied: tuple[str, ...] = ()
+    identity: str = ""
+    error: str | None = None
+    runtime: Runtime | None = field(default=None, compare=False, repr=False)  # kept for accepted stages only
+
+    def __post_init__(self):
+        # A stage is compared with an earlier stage or the reference, never with itself: a comparison whose
+        # two sides are one runtime would pass every gate whatever the pass did.
+        if self.parent is not None and not 0 <= self.parent < self.index:
+            raise ValueError(f"stage {self.index} {self.name}: its parent must be an earlier stage, got {self.parent}")
+        for comparison, report in (("incremental", self.incremental), ("cumulative", self.cumulative)):
+            if report is not None and report.reference_identity == report.candidate_identity:
+                raise ValueError(f"stage {self.index} {self.name}: the {comparison} comparison compares "
+                                 f"{report.candidate_identity} with itself")
+
+    @property
+    def failed_gates(self) -> tuple[tuple[str, GateResult], ...]:
+        return tuple(("incremental", r) for r in self.incremental_gates if not r.passed) + \
+            tuple(("cumulative", r) for r in self.cumulative_gates if not r.passed)
+
+    @property
+    def failure_messages(self) -> tuple[str, ...]:
+        """`comparison: message` of each failed gate."""
+        return tuple(f"{comparison}: {result.message or result.gate}" for comparison, result in self.failed_gates)
+
+    @property
+    def gates_passed(self) -> bool:
+        return not self.failed_gates
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+
+@dataclass(frozen=True, eq=False)  # holds numpy arrays and runtimes: compare fields, not objects
+class PipelineResult:
+    stages: tuple[StageResult, ...]
+    reference_outputs: Outputs | None = field(compare=False, repr=False)
+    final_runtime: Runtime | None = field(compare=False, repr=False)
+    planned: tuple[str, ...] = ()                # every stage name in the plan, including those never reached
+
+    @property
+    def gates_failed(self) -> bool:
+        return any(not stage.gates_passed for stage in self.stages)
+
+    @property
+    def accepted_stages(self) -> tuple[StageResult, ...]:
+        return tuple(stage for stage in self.stages if stage.accepted)
+
+    def stage(self, name: str) -> StageResult:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"no stage named {name!r}; stages: {', '.join(s.name for s in self.stages)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Requests and the reference
+
+
+def suite_requests(suites: Sequence) -> tuple[EvalRequest, ...]:
+    """Evaluation requests of every suite; record ids are prefixed by the suite name when several are used."""
+    requests = []
+    for suite in suites:
+        for request in requests_from_suite(suite):
+            record_id = request.record_id if len(suites) == 1 else f"{suite.name}:{request.record_id}"
+            requests.append(dataclasses.replace(request, record_id=record_id))
+    return tuple(requests)
+
+
+def as_requests(requests: Any) -> tuple[EvalRequest, ...]:
+    """A Suite, a list of Suites, or EvalRequests."""
+    if hasattr(requests, "records"):
+        return suite_requests([requests])
+    requests = tuple(requests)
+    if requests and all(hasattr(item, "records") for item in requests):
+        return suite_requests(requests)
+    return requests
+
+
+def check_reference(reference: Runtime, declared_dtype: str | None = None) -> None:
+    """The reference is what it says: every floating weight in its dtype, and that dtype the declared one."""
+    actual = dtype_name(reference.dtype)
+    if declared_dtype is not None and actual != declared_dtype:
+        raise InputError(f"the reference runtime is {actual}, but the run declares a {declared_dtype} reference")
+    wrong = [name for name, value in tree_flatten(reference.model.parameters())
+             if mx.issubdtype(value.dtype, mx.floating) and value.dtype != reference.dtype]
+    if wrong:
+        raise InputError(f"the {actual} reference holds weights in another dtype: {', '.join(wrong[:3])}"
+                         f"{' ...' if len(wrong) > 3 else ''}")
+
+
+def evaluate_reference(reference: Runtime, requests: Sequence[EvalRequest], track: Track = silent) -> Outputs:
+    """The reference's outputs; gates read determinism from the candidate side only, so it runs once."""
+    with track("reference", len(requests)) as advance:
+        return evaluate(reference, requests, repeat=1, advance=advance)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The pipeline
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    steps: tuple[Step, ...]          # baseline first
+    gates: GateSet = GateSet()
+    repeat: int = EVALUATION_REPEAT
+    resolve_data: DataResolver = default_resolver
+    gates_file: GatesFile | None = None   # where the default gates come from
+
+    def __init__(self, steps: Sequence[Any] = (), gates: GateSet = GateSet(), candidate_dtype: str = "float16",
+                 reference_dtype: str = "float32", repeat: int = EVALUATION_REPEAT,
+                 resolve_data: DataResolver = default_resolver, gates_file: GatesFile | str | None = None):
+        """`gates_file`: a GatesFile, `standin` (None: the bundled calibration), `spec` or a path."""
+        steps = tuple(as_step(item) for item in steps)
+        if not steps or steps[0].spec.name != "cast_dtype":
+            steps = (baseline_step(candidate_dtype, reference_dtype),) + steps
+        check_order([step.spec for step in steps])  # refuse an illegal plan before anything runs
+        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "gates", gates)
+        object.__setattr__(self, "repeat", repeat)
+        object.__setattr__(self, "resolve_data", resolve_data)
+        object.__setattr__(self, "gates_file", load_gates_file(gates_file))
+
+    @property
+    def candidate_dtype(self) -> str:
+        return self.steps[0].config.dtype
+
+    def plan(self) -> list[tuple[Step, tuple[Gate, ...], tuple[Gate, ...]]]:
+        """Every step with its gates, assuming every earlier stage is accepted (what `explain` shows)."""
+        rows, chain = [], True
+        for step in self.steps:
+            rows.append((step, *stage_gates(step, chain, self.candidate_dtype, self.gates, self.gates_file)))
+            chain = chain and keeps_exact_chain(step)
+        return rows
+
+    def run(self, reference: Runtime, requests: Any, progress: Callable[[str], None] | None = None,
+            reference_dtype: str | None = None, track: Track = silent,
+            reference_outputs: Outputs | None = None) -> PipelineResult:
+        """Evaluate the reference once, then apply, check and gate every step in order.
+
+        `requests` is a Suite, a list of Suites, or checker EvalRequests; `progress(message)` is called
+        before each evaluation and after each stage; `track` draws a bar per evaluation (one step per
+        request); `reference_dtype`, when given, must be the reference's actual dtype;
+        `reference_outputs`, when given, are the reference's outputs on these requests (the runner's
+        reference cache) and the reference is not evaluated again.
+        """
+        say = progress or (lambda message: None)
+        check_reference(reference, reference_dtype)
+        for index, step in enumerate(self.steps):  # settings the model cannot take, before minutes of evaluation
+            step.spec.check(reference.model, step.config, f"stage {index} ({step.name})")
+        requests = as_requests(requests)
+        planned = tuple(step.name for step in self.steps)
+        reference_print = runtime_fingerprint(reference)
+        if reference_outputs is None:
+            say("evaluating the reference")
+            reference_outputs = evaluate_reference(reference, requests, track)
+        stages: list[StageResult] = []
+        current, current_outputs, current_index, chain = reference, reference_outputs, None, True
+        for index, step in enumerate(self.steps):
+            say(f"stage {index}: applying {step.name}")
+            child, probes, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs,
+                                                 planned, requests)
+            say(f"stage {index}: evaluating {step.name}")
+            started = time.perf_counter()
+            try:
+                with track(f"stage {index} {step.name}", len(requests)) as advance:
+                    outputs = evaluate(child, requests, repeat=self.repeat, advance=advance)
+            except Exception as exc:  # e.g. a kernel that fails on this device: the stage fails, the run goes on
+                stages.append(self._failed_evaluation(step, index, current_index, exc, time.perf_counter() - started))
+                if step.on_fail == "stop" or index == 0:
+                    break
+                continue
+            cumulative = compare(reference_outputs, outputs)
+            incremental = cumulative if current is reference else compare(current_outputs, outputs)
+            if probes:
+                incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **probes})
+            incremental_gates, cumulative_gates = (
+                tuple(check_gates(report.metrics, gates)) for report, gates in
+                zip((incremental, cumulative), stage_gates(step, chain, self.candidate_dtype, self.gates,
+                                                           self.gates_file)))
+            ok = all(result.passed for result in incremental_gates + cumulative_gates)
+            verdict: Verdict = "accepted" if ok else ("rejected" if step.on_fail == "reject" else "stopped")
+            stages.append(StageResult(
+                index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
+                on_fail=step.on_fail, verdict=verdict, incremental=incremental, cumulative=cumulative,
+                incremental_gates=incremental_gates, cumulative_gates=cumulative_gates,
+                report=dict(child.info.get(step.spec.name, {})), apply_s=apply_s,
+                evaluate_s=time.perf_counter() - started, parent=current_index, applied=child.applied,
+                identity=child.identity, runtime=child if ok else None))
+            say(f"stage {index} {step.name}: {verdict} in {apply_s + stages[-1].evaluate_s:.1f} s "
+                f"(apply {apply_s:.1f} s, evaluate {stages[-1].evaluate_s:.1f} s)")
+            if ok:
+                current, current_outputs, current_index = child, outputs, index
+                chain = chain and keeps_exact_chain(step)
+            elif verdict == "stopped":
+                break
+        changed = fingerprint_changes(reference_print, runtime_fingerprint(reference))
+        if changed:
+            partial = PipelineResult(tuple(stages), reference_outputs, None, planned)
+            raise PipelineError(f"the reference runtime was mutated during the run (changed: {', '.join(changed)})",
+                                partial)
+        final = current if current is not reference else None
+        return PipelineResult(stages=tuple(stages), reference_outputs=reference_outputs, final_runtime=final,
+                              planned=planned)
+
+    @staticmethod
+    def _failed_evaluation(step: Step, index: int, parent_index: int | None, exc: Exception,
+                           evaluate_s: float) -> StageResult:
+        """A stage whose runtime raised while answering: it fails the `finite` gate, naming the error."""
+        message = f"evaluation raised {type(exc).__name__}: {exc}"
+        failed = (GateResult(Gate("finite", "==", 1.0), None, False, message),)
+        return StageResult(index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
+                           on_fail=step.on_fail, verdict="rejected" if step.on_fail == "reject" else "stopped",
+                           incremental=None, cumulative=None, incremental_gates=failed, cumulative_gates=(),
+                           report={}, apply_s=0.0, evaluate_s=evaluate_s, parent=parent_index, error=message)
+
+    def _apply(self, step: Step, parent: Runtime, index: int, parent_index: int | None, stages: list,
+               reference_outputs: Outputs, planned: tuple[str, ...], requests: tuple[EvalRequest, ...]
+               ) -> tuple[Runtime, dict[str, float], float]:
+        """Apply one step and run its probes: (runtime, probe metrics, seconds spent applying).
+
+        Probes: what a capturing pass captured (fidelity.capture_probe), the kernels an exact pass replaced
+        (fidelity.kernel_probe). Raising or breaking the contract (in the pass or a probe) becomes an `error`
+        stage and a PipelineError.
+        """
+        started = time.perf_counter()
+        try:
+            data = pass_data(step.spec, step.config, self.resolve_data)
+            child = apply_pass(step.spec, parent, step.config, data)
+            apply_s = time.perf_counter() - started
+            # Kernels are probed in half precision, where one rounding is a meaningful bound (see the gate).
+            kernels = step.is_exact and parent.dtype != mx.float32
+            probes = {"capture_max_abs_dlogit": capture_drift(step.spec, step.config, data, parent, requests),
+                      "kernel_rounding_error": kernel_rounding_error(parent, child, requests) if kernels else None}
+            return child, {name: value for name, value in probes.items() if value is not None}, apply_s
+        except Exception as exc:  # the pass's own failure: reported as a stage, then the run ends
+            problem = str(exc) if isinstance(exc, PassError) else f"raised {type(exc).__name__}: {exc}"
+            cause = exc
+        message = problem if problem.startswith("pass ") else f"pass {step.spec.name!r} (stage {index}) {problem}"
+        stages.append(StageResult(
+            index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
+            on_fail=step.on_fail, verdict="error", incremental=None, cumulative=None, incremental_gates=(),
+            cumulative_gates=(), report={}, apply_s=time.perf_counter() - started, evaluate_s=0.0,
+            parent=parent_index, error=message))
+        raise PipelineError(message, PipelineResult(tuple(stages), reference_outputs, None, planned)) from cause

@@ -1,0 +1,1 @@
+"""Timing: the latency harness (warm-up, synchronised blocks, percentiles), the profiler, peer runtimes."""

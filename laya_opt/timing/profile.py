@@ -1,0 +1,123 @@
+"""Where a request's time goes: the end-to-end split by phase, and on CUDA the kernel timeline.
+
+Phases of one `predict` (from `Runtime.execute`'s clock): prepare (validation, rendering,
+tokenization), plan_collate (batch planning and host->array collation), graph_build (building the
+lazy MLX graph, or dispatching a compiled one), dispatch (`mx.async_eval`), forward (waiting for the
+device: the synced forward), host_copy (outputs to numpy, scatter to the caller's order), decode
+(answers). Medians over timed requests after warmup; phases of one request sum to its wall time.
+
+The kernel timeline uses CUPTI through `torch.profiler`, which records every CUDA kernel in the
+process, MLX's included: kernels per forward, the kernel-time sum against the wall time per forward
+(the idle share is what the host costs), and the top kernels by time. It needs torch with CUDA on a
+CUDA build of MLX; elsewhere it returns why it was skipped.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from laya_opt.timing.bench import bench_call
+
+PHASES = ("prepare", "plan_collate", "graph_build", "dispatch", "forward", "host_copy", "decode")
+TOP_KERNELS = 15
+
+
+class PhaseClock:
+    """Accumulates the time since the previous tick under the phase named at each tick."""
+
+    def __init__(self):
+        self.totals: dict[str, float] = defaultdict(float)
+        self.last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.totals[phase] += now - self.last
+        self.last = now
+
+
+def profile_request(runtime, state: Any, questions: dict) -> dict[str, float]:
+    """Seconds per phase of one end-to-end request."""
+    clock = PhaseClock()
+    prepared = runtime.prepare(state, questions)
+    clock("prepare")
+    execution = runtime.execute(prepared, clock=clock)
+    runtime.decode(execution)
+    clock("decode")
+    return dict(clock.totals)
+
+
+def phase_split(runtime, workload, requests: int = 50, warmup: int = 5) -> dict:
+    """Median ms per phase and of the total over `requests` end-to-end calls (after `warmup`)."""
+    pairs = workload.requests
+    for index in range(warmup):
+        profile_request(runtime, *pairs[index % len(pairs)])
+    samples = [profile_request(runtime, *pairs[index % len(pairs)]) for index in range(requests)]
+    totals = [sum(sample.values()) for sample in samples]
+    return {"requests": requests,
+            "phases_ms": {phase: float(np.median([s.get(phase, 0.0) for s in samples]) * 1e3) for phase in PHASES},
+            "total_p50_ms": float(np.median(totals) * 1e3)}
+
+
+def cuda_profiler_problem() -> str | None:
+    """Why no kernel timeline can be taken here (None when it can)."""
+    if mx.default_device().type != mx.DeviceType.gpu or not (hasattr(mx, "cuda") and mx.cuda.is_available()):
+        return f"the default device is {mx.default_device()}, not MLX's CUDA backend"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed (CUPTI through torch.profiler records the kernels)"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+def kernel_timeline(call: Callable[[], None], forwards: int = 20, warmup: int = 3) -> dict:
+    """Profile `forwards` calls of `call` (one synchronised forward each) with CUPTI."""
+    problem = cuda_profiler_problem()
+    if problem:
+        return {"skipped": problem}
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        call()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        started = time.perf_counter()
+        for _ in range(forwards):
+            call()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - started) / forwards
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for event in prof.events():
+        if event.device_type == DeviceType.CUDA:
+            by_name[event.name].append(event.time_range.elapsed_us())
+    busy_us = sum(sum(times) for times in by_name.values()) / forwards
+    kernels = sum(len(times) for times in by_name.values()) / forwards
+    top = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:TOP_KERNELS]
+    return {"forwards": forwards, "kernels_per_forward": kernels, "kernel_ms_per_forward": busy_us / 1e3,
+            "wall_ms_per_forward": wall * 1e3, "idle_share": max(0.0, 1.0 - busy_us / 1e3 / (wall * 1e3)),
+            "top_kernels": [{"name": name[:160], "calls_per_forward": len(times) / forwards,
+                             "us_per_forward": sum(times) / forwards, "mean_us": sum(times) / len(times)}
+                            for name, times in top]}
+
+
+def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, deadline: float | None = None) -> dict:
+    """Phase split and kernel timeline of every (runtime, workload); peers give what they can.
+
+    `deadline` (a time.monotonic() value): pairs not started by then are left out of the result."""
+    out: dict = {}
+    for label, runtime in runtimes.items():
+        for workload in workloads:
+            if deadline is not None and time.monotonic() > deadline:
+                return out
+            phases = runtime.phase_split(workload, requests) if hasattr(runtime, "phase_split") else \
+                phase_split(runtime, workload, requests)
+            forward = bench_call(runtime, "forward", workload)  # one synchronised forward of the first request
+            out.setdefault(label, {})[workload.name] = {
+                "phases": phases, "timeline": kernel_timeline(lambda: forward(0))}
+    return out

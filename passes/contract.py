@@ -1,0 +1,161 @@
+"""The pass contract, and `apply_pass`, which owns the bookkeeping every pass used to repeat.
+
+A pass is a module in `passes/` exposing `PASS = PassSpec(...)`: a frozen config dataclass, an
+`apply(runtime, config, data) -> (runtime, report)` that never mutates its input, whether it is
+exact, the runtime parts it replaces and captures, and the data it needs. `apply_pass` runs it and
+refuses a result that mutated the input, changed a part the pass did not declare, or touched the
+fields the pipeline owns (identity, applied, info); it then appends the pass to `identity` and
+`applied` and files the report under `info[name]`.
+
+Ordering derives from `replaces`/`captures`: a pass that captures a part (compile captures model +
+kernels) must come after every pass that replaces one of those parts.
+
+Data: `needs` maps a config field to the kind of data it names (today only "requests": a suite or
+workload whose (state, questions) pairs the pass reads, e.g. to plan shape buckets). Whoever runs
+the pass resolves the name and hands the data over in `data[field]`; passes never read the disk.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten
+
+from laya_opt.util.errors import InputError, PassError, PlanError
+from laya_opt.core.runtime import Runtime
+from laya_opt.util.schema import non_default, parse
+
+RUNTIME_PARTS = frozenset({"model", "codec", "encoder_config", "agent_config", "calibration", "dtype", "kernels",
+                           "preparer", "planner", "forward"})
+BOOKKEEPING = ("identity", "applied", "info")   # written by apply_pass only
+DATA_KINDS = ("requests",)
+NO_DATA = "none"
+
+# apply(runtime, config, data) -> (new runtime, report: plain data for stage records and report.md)
+ApplyFn = Callable[[Runtime, Any, Mapping[str, Any]], tuple[Runtime, Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    name: str
+    config_type: type
+    apply: ApplyFn
+    exact: bool
+    description: str
+    replaces: frozenset[str]                 # runtime parts this pass swaps
+    captures: frozenset[str] = frozenset()   # parts frozen into what it builds (e.g. a compiled graph)
+    needs: Mapping[str, str] = field(default_factory=dict)  # config field -> data kind
+    # precheck(model, config): what can be refused before anything runs (model may hold unevaluated weights)
+    precheck: Callable[[Any, Any], None] | None = None
+
+    def __post_init__(self):
+        for part in self.replaces | self.captures:
+            if part not in RUNTIME_PARTS:
+                raise ValueError(f"pass {self.name}: unknown runtime part {part!r}; known: {sorted(RUNTIME_PARTS)}")
+        if not dataclasses.is_dataclass(self.config_type) or not self.config_type.__dataclass_params__.frozen:
+            raise TypeError(f"pass {self.name}: config_type must be a frozen dataclass")
+        fields = {f.name for f in dataclasses.fields(self.config_type)}
+        for name, kind in self.needs.items():
+            if name not in fields or kind not in DATA_KINDS:
+                raise ValueError(f"pass {self.name}: needs {name!r} -> {kind!r} must name a config field and one of "
+                                 f"{DATA_KINDS}")
+
+    def make_config(self, values: Mapping[str, Any] | None = None, path: str = "") -> Any:
+        return parse(self.config_type, values or {}, path or self.name)
+
+    def check(self, model: Any, config: Any, where: str = "", error: type[InputError] = InputError) -> None:
+        """Run the precheck: a setting the model cannot take is bad input (`error`, named by `where`)."""
+        if self.precheck is not None:
+            try:
+                self.precheck(model, config)
+            except ValueError as exc:
+                raise error(f"{where or self.name}: {exc}") from None
+
+    def data_names(self, config: Any) -> dict[str, tuple[str, str]]:
+        """config field -> (data kind, the name it gives) for every need the config actually uses."""
+        return {name: (kind, getattr(config, name)) for name, kind in self.needs.items()
+                if getattr(config, name) not in (None, NO_DATA)}
+
+
+def check_order(specs: list[PassSpec]) -> None:
+    """Refuse a plan where a pass replaces a part that an earlier pass captured (e.g. weights after compile)."""
+    captured: dict[str, str] = {}
+    for spec in specs:
+        for part in spec.replaces:
+            if part in captured:
+                raise PlanError(f"pass {spec.name!r} replaces the {part} that {captured[part]!r} captured earlier; "
+                                 f"move {captured[part]!r} after {spec.name!r}")
+        for part in spec.captures:
+            captured.setdefault(part, spec.name)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Mutation checks
+
+
+def parameter_fingerprint(model) -> str:
+    """Names, shapes, dtypes, object ids and two cheap value sums of every parameter array."""
+    flat = tree_flatten(model.parameters())
+    digest = hashlib.sha256()
+    for name, value in flat:
+        digest.update(f"{name}|{value.shape}|{value.dtype}|{id(value)}|".encode())
+    if flat:
+        # Sum and absolute sum catch writes through `array[...] = ...`, which keep the Python object.
+        sums = mx.stack([mx.stack([mx.sum(v.astype(mx.float32)), mx.sum(mx.abs(v.astype(mx.float32)))])
+                         for _, v in flat])
+        digest.update(np.array(sums).tobytes())
+    return digest.hexdigest()
+
+
+def runtime_fingerprint(runtime: Runtime) -> dict[str, str]:
+    """Per field: the object id, plus the parameter fingerprint of the model and a snapshot of `info`."""
+    prints = {f.name: str(id(getattr(runtime, f.name))) for f in dataclasses.fields(runtime)}
+    prints["model.parameters"] = parameter_fingerprint(runtime.model)
+    prints["info.items"] = repr(sorted((str(key), id(value)) for key, value in runtime.info.items()))
+    return prints
+
+
+def fingerprint_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return [name for name in before if before[name] != after.get(name)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Applying a pass
+
+
+def identity_suffix(spec: PassSpec, config: Any) -> str:
+    settings = non_default(config)
+    return spec.name + ("(" + ",".join(f"{key}={value}" for key, value in settings.items()) + ")" if settings else "")
+
+
+def apply_pass(spec: PassSpec, runtime: Runtime, config: Any, data: Mapping[str, Any] | None = None) -> Runtime:
+    """Run one pass under its contract; every breach is a PassError naming the pass."""
+    if not isinstance(config, spec.config_type):
+        raise TypeError(f"pass {spec.name}: config must be a {spec.config_type.__name__}, got {type(config).__name__}")
+    data = dict(data or {})
+    missing = [name for name in spec.data_names(config) if name not in data]
+    if missing:
+        raise PassError(f"pass {spec.name!r} needs data for {', '.join(missing)} (resolve the names first)")
+    before = runtime_fingerprint(runtime)
+    result = spec.apply(runtime, config, data)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Runtime)
+            and isinstance(result[1], Mapping)):
+        raise PassError(f"pass {spec.name!r} returned {type(result).__name__}, not (Runtime, report mapping)")
+    child, report = result
+    changed = fingerprint_changes(before, runtime_fingerprint(runtime))
+    if changed:
+        raise PassError(f"pass {spec.name!r} mutated its input runtime (changed: {', '.join(changed)})")
+    owned = [name for name in BOOKKEEPING if getattr(child, name) is not getattr(runtime, name)]
+    if owned:
+        raise PassError(f"pass {spec.name!r} wrote {', '.join(owned)}, which apply_pass owns; return a report instead")
+    undeclared = sorted(part for part in RUNTIME_PARTS - spec.replaces
+                        if getattr(child, part) is not getattr(runtime, part))
+    if undeclared:
+        raise PassError(f"pass {spec.name!r} changed {', '.join(undeclared)} without declaring it in replaces "
+                        f"({', '.join(sorted(spec.replaces)) or 'nothing'})")
+    return child.replace(identity=f"{runtime.identity}+{identity_suffix(spec, config)}",
+                         applied=runtime.applied + (spec.name,), info={**runtime.info, spec.name: dict(report)})

@@ -1,0 +1,79 @@
+"""The profiler: phases of a request add up to its wall time; the kernel timeline says why it is skipped."""
+from types import SimpleNamespace
+
+import pytest
+from fake_passes import QUESTIONS
+
+import laya_opt as lo
+from laya_opt.timing.profile import PHASES, PhaseClock, cuda_profiler_problem, kernel_timeline, phase_split, profile_request
+
+
+@pytest.fixture(scope="module")
+def runtime(tiny_checkpoint_dir):
+    return lo.load(tiny_checkpoint_dir, batch_size=2)  # two batches per request: the pipelined path
+
+
+def test_a_request_is_split_into_every_phase(runtime):
+    phases = profile_request(runtime, "hello " * 20, QUESTIONS)
+    assert set(phases) == set(PHASES) and all(seconds >= 0 for seconds in phases.values())
+    assert phases["prepare"] > 0 and phases["forward"] > 0
+
+
+def test_phase_split_medians_and_total(runtime):
+    workload = SimpleNamespace(name="tiny", requests=(("hello x", QUESTIONS), ("hello " * 40, QUESTIONS)))
+    split = phase_split(runtime, workload, requests=6, warmup=1)
+    assert split["requests"] == 6 and set(split["phases_ms"]) == set(PHASES)
+    assert 0 < sum(split["phases_ms"].values()) <= split["total_p50_ms"] * 3
+
+
+def test_clock_accumulates_under_the_phase_named():
+    clock = PhaseClock()
+    clock("a")
+    clock("b")
+    clock("a")
+    assert set(clock.totals) == {"a", "b"} and clock.totals["a"] >= 0
+
+
+def test_kernel_timeline_is_skipped_off_cuda_with_the_reason():
+    problem = cuda_profiler_problem()
+    assert problem and "not MLX's CUDA backend" in problem  # this machine has no GPU
+    assert kernel_timeline(lambda: None) == {"skipped": problem}
+
+
+class FakePeer:
+    """What laya_opt.timing.peer.UpstreamPeer gives the harness: its own timed calls and phase split, no MLX."""
+
+    def __init__(self):
+        self.calls = []
+
+    def bench_call(self, mode, workload):
+        def call(index):
+            self.calls.append((mode, index))
+            return len(workload.requests[index % len(workload.requests)][1])
+        return call
+
+    def phase_split(self, workload, requests=50):
+        return {"note": "upstream runs as one call; no phase split"}
+
+
+def test_a_peer_is_timed_and_profiled_through_its_own_calls(runtime):
+    """The GPU head to head's path on the CPU: a peer's calls are timed in every mode, its peak memory is not
+    MLX's to measure, and the profiler takes the peer's phase split and forward call."""
+    from laya_opt.timing.bench import BenchConfig, benchmark
+    from laya_opt.timing.profile import profile_runtimes
+
+    peer = FakePeer()
+    workload = SimpleNamespace(name="tiny", requests=(("hello x", QUESTIONS), ("hello " * 9, QUESTIONS)))
+    result = benchmark("mlx", {"mlx": runtime, "peer": peer}, [workload],
+                       BenchConfig(requests=4, blocks=2, warmup=1, bootstrap=50))
+    timed = {(m.runtime, m.mode): m for m in result.measurements}
+    assert set(timed) == {(label, mode) for label in ("mlx", "peer") for mode in ("end_to_end", "forward")}
+    assert timed["peer", "forward"].peak_memory_bytes is None and timed["peer", "forward"].speedup is not None
+    assert timed["peer", "forward"].questions_per_s > 0
+    # per mode: a cold call, 1 warm-up and 4 timed requests, in block order
+    assert [index for mode, index in peer.calls if mode == "forward"] == [0, 0, 0, 1, 2, 3]
+    peer.calls.clear()
+    profiles = profile_runtimes({"mlx": runtime, "peer": peer}, [workload], requests=2)
+    assert profiles["peer"]["tiny"]["phases"] == peer.phase_split(workload)
+    assert profiles["peer"]["tiny"]["timeline"] == {"skipped": cuda_profiler_problem()} and peer.calls == []
+    assert set(profiles["mlx"]["tiny"]["phases"]["phases_ms"]) == set(PHASES)

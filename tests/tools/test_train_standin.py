@@ -1,0 +1,341 @@
+"""The stand-in trainer: packing, fixed-shape batches, training-only losses and targets, one end-to-end run."""
+import json
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from laya_opt.core.prompt import prepare_request
+from laya_opt.core.tokens import load_codec
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from laya_opt.suites.synthetic import lexicon  # noqa: E402
+from laya_opt.suites.synthetic.generator import generate  # noqa: E402
+from laya_opt.suites.suite_file import QuestionTag, SuiteRecord  # noqa: E402
+from standin_data import (NO_FACT, OPTION_TOKENS, batch_arrays, fixed_batches, load_packed, pack,  # noqa: E402
+                          save_packed, stop_token_ids)
+from train_standin import (FACT_IDS, MatchProbe, fact_token_table, matching_loss, noul_target,  # noqa: E402
+                           polarity_loss)
+
+QUESTIONS = {
+    "product": {"type": "choice", "instructions": "Which product is it?",
+                "criteria": {"printer": "cartridge, toner", "router": "wifi, network", "phone": "smartphone"}},
+    "mood": {"type": "score", "instructions": "Rate the mood.", "criteria": ["furious", "calm", "happy"]},
+    "callback": {"type": "noul", "instructions": "The customer wants a call back."},
+}
+STATE = "My printer shows a cartridge error, the wifi works. I am calm."
+
+
+@pytest.fixture(scope="module")
+def codec():
+    return load_codec(ROOT / "checkpoints" / "tokenizer")
+
+
+@pytest.fixture(scope="module")
+def items(codec):
+    prepared = prepare_request(STATE, QUESTIONS, codec, 256, 96)
+    labels = {"product": 0, "mood": 1, "callback": 0}
+    return [(item, labels[item.qid], None) for item in prepared]
+
+
+def test_pack_round_trips_and_a_stale_cache_is_ignored(items, tmp_path):
+    packed = pack(items)
+    assert len(packed) == 3 and list(packed.lengths) == [item.length for item, _, _ in items]
+    path = tmp_path / "data.npz"
+    save_packed(packed, path, key="k1")
+    again = load_packed(path, key="k1")
+    for field in ("ids", "offsets", "markers", "marker_offsets", "qtype", "label", "fact", "state_holds", "negated",
+                  "replaceable"):
+        assert np.array_equal(getattr(again, field), getattr(packed, field))
+    assert (packed.fact == NO_FACT).all() and (packed.negated == NO_FACT).all()
+    assert load_packed(path, key="other") is None and load_packed(tmp_path / "missing.npz", key="k1") is None
+    assert [p.name for p in tmp_path.iterdir()] == ["data.npz"]  # no temp file left behind
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=400), st.integers(1, 32), st.integers(0, 9))
+def test_fixed_batches_have_one_shape_and_never_repeat_a_question(lengths, batch_size, seed):
+    lengths = np.array(lengths)
+    batches = list(fixed_batches(lengths, batch_size, np.random.default_rng(seed)))
+    assert all(len(b) == batch_size for b in batches)
+    seen = np.concatenate(batches) if batches else np.array([], dtype=int)
+    assert len(set(seen.tolist())) == len(seen)
+    # Only each 50-batch window's ragged tail is dropped.
+    assert len(seen) >= len(lengths) - (batch_size - 1) * -(-len(lengths) // (batch_size * 50))
+
+
+def test_stop_tokens_are_marks_punctuation_and_digits_not_words(codec):
+    vocab = codec.tokenizer.get_vocab()
+    stops = set(stop_token_ids(vocab).tolist())
+    assert {vocab["\u2581"], vocab[":"], vocab["."], vocab["7"]} <= stops
+    assert vocab["\u2581urgent"] not in stops and vocab["\u2581card"] not in stops
+
+
+def test_batch_arrays_mark_the_state_and_each_options_content_tokens(items, codec):
+    packed = pack(items)
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    arrays = batch_arrays(packed, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops)
+    assert arrays["input_ids"].shape[1] % 16 == 0 and arrays["marker_pos"].shape == (3, 4)
+    state_ids = codec.encode(STATE)
+    for row, (item, label, _) in enumerate(items):
+        ids = arrays["input_ids"][row]
+        region = np.flatnonzero(arrays["state_region"][row])
+        assert list(ids[region]) == state_ids  # the state's tokens, exactly
+        assert arrays["marker_mask"][row].sum() == len(item.markers) and arrays["labels"][row] == label
+        for k in range(len(item.markers)):
+            kept = [t for t in arrays["option_tokens"][row, k] if t >= 0]
+            assert len(kept) <= OPTION_TOKENS and not set(kept) & set(stops.tolist())
+            end = item.markers[k + 1] if k + 1 < len(item.markers) else region[0] - 1
+            assert set(kept) <= set(item.ids[item.markers[k] + 1:end])
+        assert (arrays["option_tokens"][row, len(item.markers):] == -1).all()
+    product = next(row for row, (item, _, _) in enumerate(items) if item.qid == "product")
+    printer = arrays["option_tokens"][product, 0]
+    assert codec.encode(" printer")[-1] in printer.tolist()
+
+
+def _loss(scores, ids, options, marker_mask, region, exclusive=None):
+    return matching_loss(mx.array(scores, dtype=mx.float32), mx.array(ids), mx.array(options),
+                         mx.array(marker_mask), mx.array(region),
+                         exclusive=None if exclusive is None else mx.array(exclusive)).item()
+
+
+def test_matching_loss_rewards_attention_on_matching_state_tokens():
+    ids = np.array([[2, 10, 3, 4, 11, 4, 12, 3, 50, 11, 51, 3]])   # state = positions 8..10, "11" matches option 0
+    options = np.array([[[11, -1], [12, -1]]])
+    marker_mask = np.array([[True, True]])
+    region = np.zeros((1, 12), dtype=bool)
+    region[0, 8:11] = True
+    on_match = np.zeros((1, 2, 12))
+    on_match[0, 0, 9] = 20.0
+    off_match = np.zeros((1, 2, 12))
+    off_match[0, 0, 8] = 20.0
+    assert _loss(on_match, ids, options, marker_mask, region) < 1e-6
+    assert _loss(off_match, ids, options, marker_mask, region) > 10
+    # Scores outside the state region do not count, whatever they are.
+    noisy = on_match.copy()
+    noisy[0, 0, 4] = 100.0
+    assert _loss(noisy, ids, options, marker_mask, region) < 1e-6
+
+
+def _shared_word_case():
+    """State = positions 7..8; token 11 is both options' only word and sits at position 7."""
+    region = np.zeros((1, 10), dtype=bool)
+    region[0, 7:9] = True
+    return (np.array([[2, 3, 4, 11, 4, 11, 3, 11, 60, 3]]), region, np.array([[[11, -1], [11, -1]]]),
+            np.zeros((1, 2, 10)))
+
+
+def test_matching_loss_ignores_tokens_every_option_shares_and_questions_without_matches():
+    ids, region, shared, scores = _shared_word_case()
+    assert _loss(scores, ids, shared, np.array([[True, True]]), region) == 0.0
+    # A padded (masked) marker slot never contributes, even when its tokens would match.
+    padded = np.array([[[60, -1], [11, -1]]])
+    with_pad = _loss(scores, ids, padded, np.array([[True, False]]), region)
+    assert with_pad == pytest.approx(np.log(2.0), abs=1e-5)
+
+
+def test_match_probe_scores_every_marker_against_every_position():
+    probe = MatchProbe(dims=32, width=8)
+    encoded = mx.random.normal((2, 12, 32))
+    scores = probe(encoded, mx.array([[3, 5, 0], [4, 0, 0]]))
+    assert scores.shape == (2, 3, 12)
+
+
+
+def _noul_record(lang: str, fact_id: str, holds: bool, negated: bool, qid: str | None = None) -> SuiteRecord:
+    fact = lexicon.FACTS[fact_id][lang]
+    qid = qid or fact_id
+    question = {"type": "noul", "instructions": f"True or false: {fact.negation if negated else fact.statement}"}
+    return SuiteRecord("r", f"Hello. {fact.holds if holds else fact.fails} Thanks.", {qid: question},
+                       {qid: holds != negated}, {qid: QuestionTag("noul", lang, 2, "short")})
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("holds", [True, False])
+@pytest.mark.parametrize("negated", [True, False])
+def test_noul_target_reads_the_state_polarity_and_the_question_negation(lang, holds, negated):
+    fact_id = FACT_IDS[3]
+    row, state_holds, question_negated = noul_target(_noul_record(lang, fact_id, holds, negated), fact_id)
+    assert (state_holds, question_negated) == (int(holds), int(negated))
+    assert row == lexicon.LANGUAGES.index(lang) * len(FACT_IDS) + 3
+    # A repeated question ("<fact>_2") names the same fact.
+    again = noul_target(_noul_record(lang, fact_id, holds, negated, qid=f"{fact_id}_2"), f"{fact_id}_2")
+    assert again == (row, state_holds, question_negated)
+
+
+def test_noul_target_is_none_for_other_questions_and_unfound_facts():
+    record = _noul_record("en", FACT_IDS[0], True, False)
+    unrelated = SuiteRecord("r", "Nothing to see.", record.questions, record.labels, record.tags)
+    assert noul_target(unrelated, FACT_IDS[0]) is None          # the state states neither sentence
+    choice = SuiteRecord("r", record.state, {"x": {"type": "choice", "instructions": "?", "criteria": ["a", "b"]}},
+                         {"x": "a"}, {"x": QuestionTag("choice", "en", 2, "short")})
+    assert noul_target(choice, "x") is None
+
+
+def test_every_generated_noul_question_gets_its_targets_and_they_explain_the_label():
+    records = generate("train", 300, seed=5)
+    noul = [(r, q) for r in records for q, spec in r.questions.items() if spec["type"] == "noul"]
+    assert len(noul) > 50
+    for record, qid in noul:
+        target = noul_target(record, qid)
+        assert target is not None, (record.id, qid)
+        assert (bool(target[1]) != bool(target[2])) == record.labels[qid]  # the label is the XOR of the bits
+
+
+def test_fact_token_table_holds_each_facts_own_words(codec):
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    table = fact_token_table(codec, stops)
+    assert table.shape == (len(lexicon.LANGUAGES) * len(FACT_IDS), OPTION_TOKENS)
+    assert ((table >= 0).sum(axis=1) > 0).all()                 # every fact has words of its own
+    en = lexicon.LANGUAGES.index("en")
+    for fi, fid in enumerate(FACT_IDS):
+        own = set(table[en * len(FACT_IDS) + fi][table[en * len(FACT_IDS) + fi] >= 0].tolist())
+        fact = lexicon.FACTS[fid]["en"]
+        assert own <= set(codec.encode(fact.holds)) | set(codec.encode(fact.fails))
+        others = [lexicon.FACTS[o]["en"] for o in FACT_IDS if o != fid]
+        assert not own & set().union(*(set(codec.encode(f.holds)) | set(codec.encode(f.fails)) for f in others))
+        assert not own & set(stops.tolist())
+
+
+def test_batch_arrays_point_noul_markers_at_their_fact_and_carry_the_bits(codec):
+    record = _noul_record("en", FACT_IDS[2], holds=False, negated=True)
+    item = prepare_request(record.state, record.questions, codec, 256, 96)[0]
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    table = fact_token_table(codec, stops)
+    packed = pack([(item, 1, None)], [noul_target(record, item.qid)])
+    arrays = batch_arrays(packed, np.arange(1), codec.pad_id, codec.sep_id, slots=3, stop_ids=stops,
+                          fact_tokens=table)
+    row = noul_target(record, item.qid)[0]
+    assert (arrays["option_tokens"][0, :2] == table[row]).all() and (arrays["option_tokens"][0, 2] == -1).all()
+    assert arrays["noul_bits"].tolist() == [[0, 1]]
+    # Without a table the markers keep their own option words.
+    plain = batch_arrays(packed, np.arange(1), codec.pad_id, codec.sep_id, slots=3, stop_ids=stops)
+    assert not (plain["option_tokens"][0, :2] == table[row]).all()
+
+
+def test_replacement_keeps_option_words_stop_tokens_and_noul_questions(items, codec):
+    packed = pack(items)
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    pool = np.array([4000, 4001])
+    clean = batch_arrays(packed, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops)
+    noisy = batch_arrays(packed, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops,
+                         replace_prob=1.0, replace_pool=pool, rng=np.random.default_rng(0))
+    for row, (item, _, _) in enumerate(items):
+        before, after = clean["input_ids"][row], noisy["input_ids"][row]
+        changed = np.flatnonzero(before != after)
+        if item.type_name == "noul":
+            assert changed.size == 0
+            continue
+        assert changed.size > 0 and set(after[changed].tolist()) <= {4000, 4001}
+        options = set(before[item.markers[0]:np.flatnonzero(clean["state_region"][row])[0]].tolist())
+        assert not set(before[changed].tolist()) & (options | set(stops.tolist()))
+        assert changed.min() > 0 and (changed < item.markers[0] - 1).any() and clean["state_region"][row][changed].any()
+        # The option region, the markers and every special token stay as they were.
+        assert all(before[j] == after[j] for j in range(item.markers[0] - 1, item.markers[-1] + 1))
+    product = next(row for row, (item, _, _) in enumerate(items) if item.qid == "product")
+    cartridge = codec.encode(" cartridge")[-1]
+    assert cartridge in noisy["input_ids"][product][clean["state_region"][product]].tolist()
+
+
+def test_replacement_leaves_questions_packed_as_not_replaceable_alone(items, codec):
+    stops = stop_token_ids(codec.tokenizer.get_vocab())
+    kept = pack(items, replaceable=[False] * len(items))
+    clean = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops)
+    noisy = batch_arrays(kept, np.arange(3), codec.pad_id, codec.sep_id, slots=4, stop_ids=stops,
+                         replace_prob=1.0, replace_pool=np.array([4000, 4001]), rng=np.random.default_rng(0))
+    assert (clean["input_ids"] == noisy["input_ids"]).all()
+    assert pack(items).replaceable.tolist() == [1, 1, 1]
+
+
+def test_polarity_loss_averages_the_known_bits_only():
+    logits = mx.array([[[4.0, -4.0], [-4.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
+    right = polarity_loss(logits, mx.array([[0, 1], [-1, -1]])).item()
+    wrong = polarity_loss(logits, mx.array([[1, 0], [-1, -1]])).item()
+    assert right < 1e-3 and wrong > 7
+    assert polarity_loss(logits, mx.array([[-1, -1], [-1, -1]])).item() == 0.0
+    assert polarity_loss(logits, mx.array([[-1, -1], [0, 1]])).item() == pytest.approx(np.log(2.0), abs=1e-5)
+
+
+def test_matching_loss_keeps_shared_targets_of_rows_marked_not_exclusive():
+    ids, region, shared, scores = _shared_word_case()
+    scores[0, :, 7] = 20.0
+    both = np.array([[True, True]])
+    assert _loss(scores, ids, shared, both, region, exclusive=[True]) == 0.0   # dropped as a shared word
+    assert _loss(scores, ids, shared, both, region, exclusive=[False]) < 1e-6  # a noul fact: both markers look there
+
+
+def test_match_probe_polarity_reads_the_mean_of_the_real_markers():
+    probe = MatchProbe(dims=8, width=4)
+    encoded = mx.random.normal((1, 6, 8))
+    logits = probe.polarity_logits(encoded, mx.array([[2, 4, 0]]), mx.array([[True, True, False]]))
+    expected = probe.polarity((encoded[0, 2] + encoded[0, 4]) / 2).reshape(2, 2)
+    assert logits.shape == (1, 2, 2) and mx.allclose(logits[0], expected, atol=1e-5).item()
+
+
+def test_noul_targets_of_hard_cases_are_absent_or_explain_the_label():
+    from laya_opt.suites.synthetic.hard_cases import generate_hard
+    records = generate_hard("train", 300, seed=5)
+    noul = [(r, q) for r in records for q, spec in r.questions.items() if spec["type"] == "noul"]
+    kinds = {r.tags[q].phenomenon for r, q in noul}
+    assert {"absent_fact", "retracted", "negation_word", "paraphrase"} <= kinds
+    for record, qid in noul:
+        target = noul_target(record, qid)
+        if record.tags[qid].phenomenon in ("absent_fact", "retracted", "negation_word"):
+            assert target is None, (record.id, qid)   # no sentence found, or one that does not say what holds
+        else:
+            assert (bool(target[1]) != bool(target[2])) == record.labels[qid], (record.id, qid)
+
+
+def _small_validation(tmp_path) -> Path:
+    from laya_opt.suites.suite_file import dump_suite, load_suite
+    from laya_opt.util.resources import suite_path
+    records = load_suite(suite_path("validation")).records
+    path = tmp_path / "validation_small.jsonl"
+    path.write_bytes(dump_suite("validation_small", records[:4] + records[-4:], generator_seed=None, description="t"))
+    return path
+
+
+@pytest.mark.parametrize("suites, heldout_n", [
+    (["--heldout-suite", "smoke", "--calib-suite", "smoke"], 30),
+    pytest.param([], 558, marks=pytest.mark.slow),  # the shipped recipe's suites
+])
+def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_path, capsys, suites, heldout_n):
+    from laya_opt.core.checkpoint import load_checkpoint
+    from train_standin import main
+
+    out, cache = tmp_path / "ck", tmp_path / "data.npz"
+    validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
+    args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
+            "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
+            "--hard-fraction", "0.25", "--eval-every", "2", *suites, *validation]
+    assert main([str(a) for a in args]) == 0
+    printed = capsys.readouterr().out
+    assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
+    assert "held-out accuracy" in printed and "lexical baseline" in printed
+    checkpoint = load_checkpoint(out, dtype="float32")
+    assert checkpoint.encoder_config.hidden_size == 64
+    metrics = json.loads((out / "training_metrics.json").read_text())
+    assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
+    assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
+    assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
+    assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()
+    with np.load(cache) as data:   # the hard cases (a quarter of the records) are kept from token replacement
+        assert set(data["replaceable"].tolist()) == {0, 1}
+    # An existing output directory is never replaced without --force.
+    with pytest.raises(SystemExit) as refused:
+        main([str(a) for a in args])
+    assert refused.value.code == 2 and (out / "model.safetensors").exists()
+
+
+def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):
+    from train_standin import main
+    with pytest.raises(SystemExit) as refused:
+        main(["--out", str(tmp_path / "ck"), "--validation-suite", "heldout_hard"])
+    assert refused.value.code == 2 and "held-out suites are only reported" in capsys.readouterr().err
+    assert not (tmp_path / "ck").exists()

@@ -1,0 +1,559 @@
+r"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
+
+    python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
+        --train-records 60000 --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 \
+        --steps 5000 [--hard-fraction 0.3] [--init-from CKPT] [--force]
+
+Which suite serves which purpose (no training decision may read a held-out suite):
+- --validation-suite (default `validation`, a third wording with standard and hard cases): the progress
+  lines during training, and the number to compare recipes by.
+- --calib-suite (default `calib`, training wording): the three temperatures.
+- --heldout-suite (default `heldout` and `heldout_hard`, repeatable): reported once, on the saved
+  checkpoint, next to the lexical baseline (`laya_opt.suites.lexical_baseline`); never read before.
+
+Deterministic given --seed for the data order and the initialisation. GPU kernels may still reduce in a
+different order from run to run, and --max-train-seconds stops early on time.
+
+Steps:
+1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
+   training wording, `laya_opt.suites.synthetic.hard_cases`), tokenise them once (reusing --data-cache when it
+   was built from the same inputs).
+2. Train with one compiled step at fixed batch shapes. The loss is:
+   - the per-question option-marker cross-entropy;
+   - plus the action-head loss (act when the argmax is right, escalate when it is wrong);
+   - plus, with --aux-weight, the training-only marker/state matching loss (see MatchProbe);
+   - plus, with --noul-weight, the training-only noul polarity loss (see MatchProbe.polarity_logits)
+     and fact targets for noul markers (see fact_token_table).
+   With --replace-prob, template tokens of choice/score questions are replaced by random tokens
+   (see standin_data.batch_arrays). The host builds the next batch while the device runs a step.
+3. Round the weights to float16, the stored dtype.
+4. Fit the three per-type temperatures on the calibration split.
+5. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy and
+   ECE, with the lexical baseline's accuracy on the same suites, into TRAINING.md and
+   training_metrics.json.
+
+checkpoints/laya-tiny/TRAINING.md records the stages that made the shipped checkpoint.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import shutil
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import laya_opt  # noqa: F401  (first: it picks the BLAS before mlx.core loads)
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+
+from laya_opt.suites import synthetic
+from laya_opt.suites.synthetic import lexicon
+from laya_opt.suites.synthetic.generator import iter_training_records
+from laya_opt.fidelity.checker import evaluate, requests_from_suite
+from laya_opt.suites.suite_file import label_index
+from laya_opt.suites.synthetic.hard_cases import generate_hard
+from laya_opt.suites.lexical_baseline import baseline_report
+from laya_opt.fidelity.metrics import accuracy_table
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.util.resources import project_tokenizer, standin_checkpoint, suite_path
+from laya_opt.core.batching import collate
+from laya_opt.core.checkpoint import load_checkpoint, save_checkpoint
+from laya_opt.core.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from laya_opt.core.decode import calibration_from_tables
+from laya_opt.core.model import LayaModel
+from laya_opt.core.prompt import prepare_request
+from laya_opt.util.markdown import markdown_table
+from laya_opt.core.runtime import load_runtime
+from laya_opt.core.tokens import load_codec
+from standin_data import (NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches, load_packed, pack,
+                          save_packed, stop_token_ids)
+
+TYPES = ("choice", "score", "noul")
+FACT_IDS = tuple(sorted(lexicon.FACTS))
+
+
+def prepared_questions(records, codec, agent):
+    """(record, PreparedQuestion) for every question of every record, in prompt order."""
+    for record in records:
+        for item in prepare_request(record.state, record.questions, codec, agent.max_len, agent.head_max_len):
+            yield record, item
+
+
+def prepare_records(records, codec, agent):
+    """(PreparedQuestion, label index, tags) for every question of every record."""
+    return [(item, label_index(item.qid, item.type_name, item.option_keys, record.labels[item.qid]),
+             record.tags[item.qid]) for record, item in prepared_questions(records, codec, agent)]
+
+
+def _state_text(state) -> str:
+    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
+
+
+def noul_target(record, qid: str) -> tuple[int, int, int] | None:
+    """(fact-token-table row, state holds, question negated) of a noul question about a lexicon fact.
+
+    The generator names a fact question by the fact's id (plus "_2", ... for repeats); the state
+    carries the fact's first-person sentence or its negation, and the question the statement or its
+    negation. None unless each is found exactly once and they explain the label (then the question gets no
+    noul targets).
+    """
+    question = record.questions[qid]
+    fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
+    if question.get("type") != "noul" or fact_id not in lexicon.FACTS:
+        return None
+    lang = record.tags[qid].language
+    fact = lexicon.FACTS[fact_id][lang]
+    state, asked = _state_text(record.state), question.get("instructions", "")
+    holds, fails = fact.holds in state, fact.fails in state
+    plain, negated = fact.statement in asked, fact.negation in asked
+    if holds == fails or plain == negated:
+        return None
+    if (holds != negated) != record.labels[qid]:
+        return None   # a hard case (a retracted fact sentence): the sentence found is not what holds
+    row = lexicon.LANGUAGES.index(lang) * len(FACT_IDS) + FACT_IDS.index(fact_id)
+    return row, int(holds), int(negated)
+
+
+def fact_token_table(codec, stop_ids: np.ndarray) -> np.ndarray:
+    """[languages x facts, OPTION_TOKENS] content tokens of each fact's two state sentences that no
+    other fact's sentences in that language use (-1 padded): where a marker should look for the fact."""
+    table = np.full((len(lexicon.LANGUAGES) * len(FACT_IDS), OPTION_TOKENS), -1, dtype=np.int32)
+    stops = set(stop_ids.tolist())
+    for li, lang in enumerate(lexicon.LANGUAGES):
+        facts = {fid: lexicon.FACTS[fid][lang] for fid in FACT_IDS}
+        tokens = {fid: set(codec.encode(f.holds)) | set(codec.encode(f.fails)) for fid, f in facts.items()}
+        for fi, fid in enumerate(FACT_IDS):
+            others = set().union(*(tokens[o] for o in FACT_IDS if o != fid))
+            own = sorted(tokens[fid] - others - stops)[:OPTION_TOKENS]
+            table[li * len(FACT_IDS) + fi, :len(own)] = own
+    return table
+
+
+class MatchProbe(nn.Module):
+    """Training-only probe, never saved: from each marker's encoder state, attend over the state tokens.
+
+    Its loss (below) asks the marker to find the state tokens its option shares with the state. A
+    from-scratch encoder otherwise sits on a long chance-level plateau before it discovers that
+    two-hop lexical match (option tokens -> marker, marker -> same tokens in the state); this dense
+    signal teaches the encoder both hops directly, and the decision head then reads the result.
+    """
+
+    def __init__(self, dims: int, width: int = 64):
+        super().__init__()
+        self.width = width
+        self.query = nn.Linear(dims, width)
+        self.key = nn.Linear(dims, width)
+        self.polarity = nn.Linear(dims, 4)
+
+    @staticmethod
+    def _markers(encoded: mx.array, marker_pos: mx.array) -> mx.array:
+        return mx.take_along_axis(encoded, marker_pos[:, :, None], axis=1)  # [B, K, D]
+
+    def __call__(self, encoded: mx.array, marker_pos: mx.array) -> mx.array:
+        markers = self._markers(encoded, marker_pos)
+        return (self.query(markers) @ self.key(encoded).swapaxes(1, 2)) / math.sqrt(self.width)  # [B, K, L]
+
+    def polarity_logits(self, encoded: mx.array, marker_pos: mx.array, marker_mask: mx.array) -> mx.array:
+        """[B, 2, 2] logits of (state holds, question negated), read from the mean marker state.
+
+        A noul answer is the XOR of those two bits. Asking the encoder to expose each bit at the
+        markers gives noul questions a signal of their own; the decision head then learns the XOR.
+        """
+        markers = self._markers(encoded, marker_pos)
+        weights = marker_mask[:, :, None].astype(markers.dtype)
+        pooled = (markers * weights).sum(axis=1) / mx.maximum(weights.sum(axis=1), 1)
+        return self.polarity(pooled).reshape(-1, 2, 2)
+
+
+class Trainee(nn.Module):
+    def __init__(self, laya: LayaModel, probe: MatchProbe):
+        super().__init__()
+        self.laya = laya
+        self.probe = probe
+
+
+def matching_loss(scores, ids, option_tokens, marker_mask, state_region, exclusive=None):
+    """Mean over markers with a match of -log(probe attention mass on matching state tokens).
+
+    `exclusive[b]` (default: every row) drops the tokens all of row b's options share; rows whose
+    markers all point at one target (noul facts) pass False.
+    """
+    match = (option_tokens[:, :, :, None] == ids[:, None, None, :]).any(axis=2)  # [B, K, L]
+    match = match & state_region[:, None, :] & marker_mask[:, :, None]
+    # A token found through every option (a shared word) says nothing about which option is meant.
+    options = marker_mask.sum(axis=1)[:, None]
+    shared = (match.sum(axis=1) == options) & (options > 1)
+    if exclusive is not None:
+        shared = shared & exclusive[:, None]
+    match = match & ~shared[:, None, :]
+    has = match.any(axis=-1)
+    scores = mx.where(state_region[:, None, :], scores, -1e9)
+    nll = mx.logsumexp(scores, axis=-1) - mx.logsumexp(mx.where(match, scores, -1e9), axis=-1)
+    return mx.where(has, nll, 0.0).sum() / mx.maximum(has.sum(), 1)
+
+
+def polarity_loss(logits, bits):
+    """Mean cross-entropy of the two noul bits over the rows that have them (bits >= 0)."""
+    known = bits >= 0
+    nll = nn.losses.cross_entropy(logits, mx.maximum(bits, 0), reduction="none")  # [B, 2]
+    return mx.where(known, nll, 0.0).sum() / mx.maximum(known.sum(), 1)
+
+
+def loss_fn(trainee, arrays, action_weight: float, aux_weight: float, noul_weight: float = 0.0):
+    laya, a = trainee.laya, arrays
+    encoded = laya.encoder(a["input_ids"], a["attention_mask"])
+    logits, action = laya.decide(encoded, a["attention_mask"], a["marker_pos"], a["marker_mask"], a["qtype"])
+    labels = a["labels"]
+    picked = mx.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
+    scorer_loss = (mx.logsumexp(logits, axis=1) - picked).mean()
+    # Action head: 0 = act (answer is right), 1 = escalate (answer is wrong); the target is not differentiated.
+    wrong = mx.stop_gradient((mx.argmax(logits, axis=1) != labels).astype(mx.int32))
+    action_loss = nn.losses.cross_entropy(action, wrong).mean()
+    total = scorer_loss + action_weight * action_loss
+    aux = mx.array(0.0)
+    if aux_weight:
+        aux = matching_loss(trainee.probe(encoded, a["marker_pos"]), a["input_ids"], a["option_tokens"],
+                            a["marker_mask"], a["state_region"], exclusive=a["qtype"] != NOUL)
+        total = total + aux_weight * aux
+    noul = mx.array(0.0)
+    if noul_weight:
+        noul = polarity_loss(trainee.probe.polarity_logits(encoded, a["marker_pos"], a["marker_mask"]),
+                             a["noul_bits"])
+        total = total + noul_weight * noul
+    return total, scorer_loss, aux, noul
+
+
+def predict_logits(model, items, pad_id, batch_size=128):
+    """Uncalibrated logits (length k) per item, batched by length."""
+    order = sorted(range(len(items)), key=lambda i: items[i][0].length)
+    out = [None] * len(items)
+    for start in range(0, len(order), batch_size):
+        group = order[start:start + batch_size]
+        batch = collate([items[i][0] for i in group], pad_id)
+        logits, _ = model(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+        logits = np.array(logits)
+        for row, index in enumerate(group):
+            out[index] = logits[row, :len(items[index][0].markers)]
+    return out
+
+
+def softmax(x):
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def fit_temperature(logit_rows, labels) -> float:
+    """Minimise NLL over a log-spaced grid in [0.5, 5] (the clamp range): deterministic, no optimiser state."""
+    grid = np.exp(np.linspace(math.log(0.5), math.log(5.0), 401))
+    nll = [sum(-math.log(max(softmax(row / t)[y], 1e-12)) for row, y in zip(logit_rows, labels)) for t in grid]
+    return float(grid[int(np.argmin(nll))])
+
+
+def progress_accuracy(items, logit_rows) -> tuple[float, dict]:
+    """Uncalibrated accuracy overall and per type, for the progress lines during training."""
+    hits = [(item.type_name, int(np.argmax(logits)) == label) for (item, label, _), logits in zip(items, logit_rows)]
+    return float(np.mean([hit for _, hit in hits])), {
+        kind: float(np.mean([hit for name, hit in hits if name == kind])) for kind in TYPES if any(
+            name == kind for name, _ in hits)}
+
+
+GROUPINGS = ("type", "language", "options", "length_class")
+
+
+def suite_report(runtime, name: str) -> dict:
+    """Accuracy overall and per group, and ECE, measured by the fidelity checker (the gates' metrics), and
+    the lexical baseline's accuracy on the same questions."""
+    suite = load_suite(suite_path(name))
+    outputs = evaluate(runtime, requests_from_suite(suite))
+    groupings = GROUPINGS + (("phenomenon",) if any(q.tags.get("phenomenon") for q in outputs.questions) else ())
+    rows = accuracy_table(outputs, by=groupings)
+    report = {"overall": {"accuracy": round(rows[0].accuracy, 4), "n": rows[0].count}, "ece": round(rows[0].ece, 4)}
+    for key in groupings:
+        report[f"by_{key}"] = {r.value: {"accuracy": round(r.accuracy, 4), "n": r.count} for r in rows
+                               if r.grouping == key}
+    lexical = baseline_report(suite)
+    report["lexical"] = {"overall": round(lexical["overall"]["accuracy"], 4),
+                         "by_type": {k: round(v["accuracy"], 4) for k, v in lexical["by_type"].items()}}
+    return report
+
+
+def _table(title: str, rows: dict) -> list[str]:
+    return [markdown_table([title, "accuracy", "n"], [[key, f"{value['accuracy']:.4f}", value["n"]]
+                                                      for key, value in rows.items()], "lrr"), ""]
+
+
+def training_report(metrics: dict, command: str) -> str:
+    after, before = metrics["heldout_calibrated"], metrics["heldout_uncalibrated"]
+    lines = [
+        "# laya-tiny: how this stand-in checkpoint was trained", "",
+        "Generated by `checkpoints/train_standin.py`; numbers below are measured on the saved float16 weights",
+        f"reloaded from disk in float32 (held-out suite `{metrics.get('heldout_suite', 'heldout')}`; ECE is",
+        "`laya_opt.fidelity.metrics.ece`, the one the gates read).", "",
+        f"- command: `{command}`",
+        f"- device: {metrics['device']}, mlx {metrics['mlx']}, Python {metrics['python']}",
+        f"- training time: {metrics['train_seconds']} s ({metrics['steps']} steps of {metrics['batch_size']} "
+        f"questions, {metrics['train_questions']} training questions); total {metrics['total_seconds']} s",
+        f"- fitted temperatures [choice, score, noul]: {metrics['temperatures']}",
+        f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
+        f"- held-out ECE (max p, 10 bins): {before['ece']:.4f} before temperature fitting, {after['ece']:.4f} after",
+        f"- calibration-split ECE: {metrics['calib_ece_before']:.4f} before, {metrics['calib_ece_after']:.4f} after",
+        "",
+    ]
+    suites = {metrics["validation_suite"]: metrics["validation_calibrated"], **metrics["reported"]}
+    lines += [markdown_table(["suite", "role", "accuracy", "lexical baseline", "ECE", "n"],
+                             [[name, "validation" if name == metrics["validation_suite"] else "held-out",
+                               f"{r['overall']['accuracy']:.4f}", f"{r['lexical']['overall']:.4f}", f"{r['ece']:.4f}",
+                               r["overall"]["n"]] for name, r in suites.items()], "llrrrr"), ""]
+    for key in GROUPINGS:
+        lines += _table(f"by {key}", after[f"by_{key}"])
+    return "\n".join(lines)
+
+
+def plain_attention(q, k, v, *, scale, mask=None):
+    """Attention from plain ops (same math as mx.fast.scaled_dot_product_attention), for --attention plain."""
+    scores = (q * scale) @ k.swapaxes(-1, -2)
+    if mask is not None:
+        scores = mx.where(mask, scores, mx.array(-1e9, dtype=scores.dtype))
+    return mx.softmax(scores, axis=-1, precise=True) @ v
+
+
+def lexical_init(model, scale: float) -> None:
+    """Give full-attention layers identity query/key blocks so identical tokens attend to each other.
+
+    A pretrained encoder starts with lexical matching; a from-scratch one sits on a long plateau
+    before it finds it (measured: chance-level loss for 5,000+ steps). This prior removes the plateau.
+    """
+    dims = model.encoder_config.hidden_size
+    eye = scale * mx.eye(dims)
+    for layer in model.encoder.layers:
+        if not layer.sliding:
+            weight = layer.attn.Wqkv.weight
+            layer.attn.Wqkv.weight = mx.concatenate([eye, eye, weight[2 * dims:]], axis=0)
+    mx.eval(model.parameters())
+
+
+def load_training_data(args, codec, agent, tokenizer_dir: Path):
+    """Packed training questions, from --data-cache when it was built from the same inputs."""
+    tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
+    sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py")
+    key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
+                    max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
+                    generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
+                                                      for f in sources)).hexdigest())
+    if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
+        return cached
+    n_hard = round(args.hard_fraction * args.train_records)
+    records = generate_hard("train", n_hard, args.seed)
+    for record in iter_training_records(args.seed):
+        if len(records) >= args.train_records:
+            break
+        records.append(record)
+    pairs = list(prepared_questions(records, codec, agent))
+    packed = pack([(item, label_index(item.qid, item.type_name, item.option_keys, record.labels[item.qid]), None)
+                   for record, item in pairs],
+                  [noul_target(record, item.qid) for record, item in pairs],
+                  [record.tags[item.qid].phenomenon is None for record, item in pairs])
+    if args.data_cache:
+        save_packed(packed, args.data_cache, key)
+    return packed
+
+
+def main(argv=None) -> int:
+    # The whole docstring: the recipe, which suite serves which decision, and the steps.
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=standin_checkpoint())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--train-records", type=int, default=30000)
+    parser.add_argument("--data-cache", type=Path, help="reuse/write the tokenised training data here (.npz)")
+    parser.add_argument("--hidden-size", type=int, default=256,
+                        help="encoder width D (head_dim 64, so D/64 heads; FFN 2.5 D)")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--action-weight", type=float, default=0.2)
+    parser.add_argument("--aux-weight", type=float, default=0.0,
+                        help="weight of the training-only marker/state matching loss (0: off)")
+    parser.add_argument("--noul-weight", type=float, default=0.0,
+                        help="weight of the training-only noul polarity loss and fact matching (0: off)")
+    parser.add_argument("--replace-prob", type=float, default=0.0,
+                        help="probability of replacing each template token of a choice/score question "
+                             "by a random token (0: off)")
+    parser.add_argument("--hard-fraction", type=float, default=0.0,
+                        help="share of the training records that are hard cases in the training wording "
+                             "(laya_opt.suites.synthetic.hard_cases; 0: none)")
+    parser.add_argument("--eval-every", type=int, default=500, help="steps between validation-accuracy prints")
+    parser.add_argument("--max-train-seconds", type=float, default=0.0,
+                        help="stop training early after this long (0: no limit); the metrics record it")
+    parser.add_argument("--init-from", type=Path, help="start from this checkpoint's weights instead of random")
+    parser.add_argument("--attention", choices=["fast", "plain"], default="fast",
+                        help="train with mx.fast attention or the same math from plain ops")
+    parser.add_argument("--lexical-init", type=float, default=0.0,
+                        help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
+    parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    parser.add_argument("--validation-suite", default="validation",
+                        help="suite every training decision reads: the progress lines and recipe comparisons")
+    parser.add_argument("--heldout-suite", action="append",
+                        help="suite the saved checkpoint is reported on, and never read before; repeatable, "
+                             "the first one heads TRAINING.md (default: heldout and heldout_hard)")
+    parser.add_argument("--calib-suite", default="calib", help="suite the temperatures are fitted on")
+    args = parser.parse_args(argv)
+    heldout_suites = args.heldout_suite or ["heldout", "heldout_hard"]
+    if args.validation_suite in heldout_suites:
+        parser.error(f"--validation-suite {args.validation_suite} is a held-out suite: "
+                     "held-out suites are only reported")
+    if not 0.0 <= args.hard_fraction < 1.0:
+        parser.error("--hard-fraction must be in [0, 1)")
+    if args.out.exists() and not args.force:
+        parser.error(f"{args.out} exists (use --force to replace it)")
+    if args.hidden_size % 64:
+        parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
+
+    started = time.time()
+    tokenizer_dir = project_tokenizer()
+    codec = load_codec(tokenizer_dir)
+    encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES["standin"])
+    encoder_raw.update(vocab_size=codec.vocab_size, pad_token_id=codec.pad_id, cls_token_id=codec.cls_id,
+                       sep_token_id=codec.sep_id, bos_token_id=codec.cls_id, eos_token_id=codec.sep_id,
+                       architectures=["ModernBertModel"], hidden_size=args.hidden_size,
+                       intermediate_size=args.hidden_size * 5 // 2, num_attention_heads=args.hidden_size // 64)
+    encoder = parse_encoder_config(encoder_raw)
+    agent = parse_agent_config(agent_raw, encoder)
+
+    for name in heldout_suites:   # a bad name fails before training, not after; nothing else is read from them
+        suite_path(name, "--heldout-suite")
+    train = load_training_data(args, codec, agent, tokenizer_dir)
+    calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
+    validation = prepare_records(load_suite(suite_path(args.validation_suite, "--validation-suite")).records,
+                                 codec, agent)
+    print(f"prepared {len(train)} training / {len(calib)} calibration / {len(validation)} validation questions "
+          f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)
+
+    if args.attention == "plain":
+        mx.fast.scaled_dot_product_attention = plain_attention
+    mx.set_cache_limit(int(args.cache_limit_gb * 2**30))  # many padded shapes: keep the buffer cache bounded
+    mx.random.seed(args.seed)
+    if args.init_from:
+        model = load_checkpoint(args.init_from, dtype="float32").model
+    else:
+        model = LayaModel(encoder, agent)
+    trainee = Trainee(model, MatchProbe(args.hidden_size))
+    mx.eval(trainee.parameters())
+    if args.lexical_init:
+        lexical_init(model, args.lexical_init)
+    warmup = max(1, args.steps // 20)
+    schedule = optim.join_schedules([optim.linear_schedule(1e-6, args.lr, warmup),
+                                     optim.cosine_decay(args.lr, args.steps - warmup, args.lr * 0.05)], [warmup])
+    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
+    value_and_grad = nn.value_and_grad(trainee, loss_fn)
+    state = [trainee.state, optimizer.state]
+
+    # One compiled step (forward, backward, clipping, update); it retraces once per padded length
+    # (a multiple of 64: only 4 shapes up to max_len 256, since each trace costs seconds).
+    @partial(mx.compile, inputs=state, outputs=state)
+    def train_step(arrays):
+        (_, scorer_loss, aux, noul), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight,
+                                                            args.noul_weight)
+        grads, _ = optim.clip_grad_norm(grads, 1.0)
+        optimizer.update(trainee, grads)
+        return scorer_loss, aux, noul
+
+    slots = max(2, int(np.diff(train.marker_offsets).max()))
+    stop_ids = stop_token_ids(codec.tokenizer.get_vocab())
+    fact_tokens = fact_token_table(codec, stop_ids) if args.noul_weight else None
+    specials = {codec.pad_id, codec.cls_id, codec.sep_id, codec.mask_id, codec.tokenizer.token_to_id("[UNK]")}
+    replace_pool = np.array(sorted(set(range(codec.vocab_size)) - set(stop_ids.tolist()) - specials))
+    rng = np.random.default_rng(args.seed)
+
+    def batches():
+        """Model inputs of one fixed-shape batch after another, epoch after epoch."""
+        while True:
+            for index in fixed_batches(train.lengths, args.batch_size, rng):
+                arrays = batch_arrays(train, index, codec.pad_id, codec.sep_id, slots, stop_ids, multiple=64,
+                                      fact_tokens=fact_tokens, replace_prob=args.replace_prob,
+                                      replace_pool=replace_pool, rng=rng)
+                yield {k: mx.array(v) for k, v in arrays.items()}
+
+    step, train_started, recent, stopped_early = 0, time.time(), [], False
+    source = batches()
+    arrays = next(source)
+    while step < args.steps and not stopped_early:
+        losses = train_step(arrays)
+        mx.async_eval(state, *losses)
+        arrays = next(source)  # built on the host while the device runs this step
+        recent.append([x.item() for x in losses])
+        step += 1
+        elapsed = time.time() - train_started
+        stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
+        if step % args.eval_every == 0 or step == args.steps or stopped_early:
+            overall, by_type = progress_accuracy(validation, predict_logits(model, validation, codec.pad_id))
+            mean = np.mean(recent, axis=0)
+            types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
+            print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
+                  f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s", flush=True)
+            recent = []
+    train_seconds = time.time() - train_started
+
+    # The stored weights are float16; fit and report on exactly those values.
+    model.update(nn.utils.tree_map(lambda w: w.astype(mx.float16).astype(mx.float32), model.parameters()))
+    calib_logits = predict_logits(model, calib, codec.pad_id)
+    temperatures = [fit_temperature([l for (it, _, _), l in zip(calib, calib_logits) if it.type_name == kind],
+                                    [y for (it, y, _), l in zip(calib, calib_logits) if it.type_name == kind])
+                    for kind in TYPES]
+    agent_raw.update(temperature=temperatures, temperature_by_options={}, amp_dtype="fp32",
+                     training={"script": "checkpoints/train_standin.py", "seed": args.seed, "steps": args.steps,
+                               "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr,
+                               "attention": args.attention, "aux_weight": args.aux_weight,
+                               "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
+                               "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
+                               "hard_fraction": args.hard_fraction,
+                               "init_from": str(args.init_from) if args.init_from else None,
+                               "trained_steps": step})
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    save_checkpoint(model, args.out, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
+
+    # Reported on the saved files, reloaded in float32, by the fidelity checker; `uncalibrated` has T = 1.
+    reloaded = load_runtime(args.out, "float32", batch_size=128)
+    uncalibrated = reloaded.replace(calibration=calibration_from_tables())
+    primary = heldout_suites[0]
+    before, after = suite_report(uncalibrated, primary), suite_report(reloaded, primary)
+    reported = {primary: after, **{name: suite_report(reloaded, name) for name in heldout_suites[1:]}}
+    validation_after = suite_report(reloaded, args.validation_suite)
+    # The small smoke suite too, so a fast test can check that the saved checkpoint reproduces it.
+    smoke_after = suite_report(reloaded, "smoke")
+    metrics = {
+        "seed": args.seed, "steps": step, "planned_steps": args.steps, "stopped_early": stopped_early,
+        "heldout_suite": primary, "heldout_suites": heldout_suites, "validation_suite": args.validation_suite,
+        "calib_suite": args.calib_suite, "batch_size": args.batch_size, "train_questions": len(train),
+        "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
+        "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
+        "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
+        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
+        "temperatures": [round(t, 4) for t in temperatures],
+        "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
+        "validation_calibrated": validation_after, "reported": reported,
+        "calib_ece_before": suite_report(uncalibrated, args.calib_suite)["ece"],
+        "calib_ece_after": suite_report(reloaded, args.calib_suite)["ece"],
+    }
+    (args.out / "training_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (args.out / "TRAINING.md").write_text(training_report(metrics, " ".join(sys.argv)))
+    print(json.dumps({k: metrics[k] for k in ("train_seconds", "temperatures")}), flush=True)
+    print(f"validation accuracy {validation_after['overall']['accuracy']} "
+          f"(lexical baseline {validation_after['lexical']['overall']})", flush=True)
+    for name, report in reported.items():
+        ece = f"{before['ece']} -> {after['ece']}" if name == primary else report["ece"]
+        print(f"held-out accuracy on {name} {report['overall']['accuracy']} (lexical baseline "
+              f"{report['lexical']['overall']}), ECE {ece}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,8 +4,8 @@ A pass is a module in `passes/` exposing `PASS = PassSpec(...)`: a frozen config
 `apply(runtime, config, data) -> (runtime, report)` that never mutates its input, whether it is
 exact, the runtime parts it replaces and captures, and the data it needs. `apply_pass` runs it and
 refuses a result that mutated the input, changed a part the pass did not declare, or touched the
-fields the pipeline owns (identity, applied, info); it then appends the pass to `identity` and
-`applied` and files the report under `info[name]`.
+fields the pipeline owns (identity, applied, info, kernel_owners); it then appends the pass to
+`identity` and `applied`, records the kernel fields it installed and files the report under `info[name]`.
 
 Ordering derives from `replaces`/`captures`: a pass that captures a part (compile captures model +
 kernels) must come after every pass that replaces one of those parts.
@@ -77,7 +77,8 @@ class PassSpec:
     def check_kernel_fields(self) -> None:
         for name in ("kernels", "supersedes"):
             if isinstance(getattr(self, name), str):  # frozenset("abc") would be its letters
-                raise TypeError(f"pass {self.name}: {name} must be a set of names, not the string {getattr(self, name)!r}")
+                raise TypeError(f"pass {self.name}: {name} must be a set of names, "
+                                f"not the string {getattr(self, name)!r}")
             object.__setattr__(self, name, frozenset(getattr(self, name)))  # a tuple or list reads the same
         unknown = sorted(self.kernels - set(KERNEL_FIELDS))
         if unknown:
@@ -239,7 +240,8 @@ def apply_pass(spec: PassSpec, runtime: Runtime, config: Any, data: Mapping[str,
     if undeclared_kernels:
         raise PassError(f"pass {spec.name!r} changed the kernel field {', '.join(undeclared_kernels)} without "
                         f"declaring it in kernels ({', '.join(sorted(spec.kernels)) or 'nothing'})")
-    owners = {**runtime.kernel_owners, **{name: runtime.kernel_owners.get(name, ()) + (spec.name,) for name in installed}}
+    owners = {**runtime.kernel_owners,
+              **{name: runtime.kernel_owners.get(name, ()) + (spec.name,) for name in installed}}
     return child.replace(identity=f"{runtime.identity}+{identity_suffix(spec, config)}",
                          applied=runtime.applied + (spec.name,), info={**runtime.info, spec.name: dict(report)},
                          kernel_owners=owners)

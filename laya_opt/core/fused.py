@@ -79,7 +79,8 @@ def _cuda_ok(op: str, first: mx.array, *others: mx.array | None, dtypes=FLOAT_DT
 def _header(*files: str, include: str = "") -> str:
     """A kernel's header: only the helper files it uses, since MLX rebuilds and hashes the whole source
     string on every call (so a shorter header is cheaper to dispatch, and to compile)."""
-    return include + "\nnamespace laya {\n" + "".join("\n" + SOURCES[name] for name in files) + "\n}  // namespace laya\n"
+    body = "".join("\n" + SOURCES[name] for name in files)
+    return include + "\nnamespace laya {\n" + body + "\n}  // namespace laya\n"
 
 
 _NORM_HEADER = _header("common", "layer_norm", include="\n#include <cooperative_groups/reduce.h>\n")

@@ -60,7 +60,8 @@ def test_a_declared_override_is_recorded_in_order(reference):
     assert stacked.kernel_owner("sliding_attention") == "reference"
     # A setting that leaves a declared field alone leaves its owner alone too: the record is what was installed.
     no_rope = apply(FUSED, apply(QKV, reference), rope=False)
-    assert no_rope.kernel_owner("self_attention") == "qkv_views" and no_rope.kernel_owner("encoder_stack") == "fused_encoder"
+    assert no_rope.kernel_owner("self_attention") == "qkv_views"
+    assert no_rope.kernel_owner("encoder_stack") == "fused_encoder"
 
 
 def test_an_undeclared_override_is_refused_when_applied(reference):
@@ -156,7 +157,8 @@ def test_run_and_explain_refuse_an_undeclared_override_before_loading_weights(co
     monkeypatch.setattr(laya_opt.core.runtime, "load_checkpoint", refuse)
     experiment, output = tmp_path / "experiment.yaml", tmp_path / "results"
     experiment.write_text(yaml.safe_dump({
-        "name": "greedy", "checkpoint": str(tiny_checkpoint_dir), "suites": [str(write_tiny_suite(tmp_path / "t.jsonl"))],
+        "name": "greedy", "checkpoint": str(tiny_checkpoint_dir),
+        "suites": [str(write_tiny_suite(tmp_path / "t.jsonl"))],
         "plugins": ["fake_passes"], "output_dir": str(output),
         "passes": [{"name": "qkv_views"}, {"name": "greedy_attention"}]}))
     argv = [command, str(experiment)] + (["--no-bench", "--quiet"] if command == "run" else [])

@@ -4,11 +4,17 @@ A pass is a module in `passes/` exposing `PASS = PassSpec(...)`: a frozen config
 `apply(runtime, config, data) -> (runtime, report)` that never mutates its input, whether it is
 exact, the runtime parts it replaces and captures, and the data it needs. `apply_pass` runs it and
 refuses a result that mutated the input, changed a part the pass did not declare, or touched the
-fields the pipeline owns (identity, applied, info); it then appends the pass to `identity` and
-`applied` and files the report under `info[name]`.
+fields the pipeline owns (identity, applied, info, kernel_owners); it then appends the pass to
+`identity` and `applied`, records the kernel fields it installed and files the report under `info[name]`.
 
 Ordering derives from `replaces`/`captures`: a pass that captures a part (compile captures model +
 kernels) must come after every pass that replaces one of those parts.
+
+Kernels are named parts: a pass that replaces `kernels` names the `Kernels` fields it installs
+(`kernels=frozenset({"self_attention"})`). The runtime records which pass owns each field
+(`Runtime.kernel_owners`). Taking over a field another pass installed is allowed only for the passes
+listed in `supersedes`; otherwise `check_order` refuses the plan and `apply_pass` the runtime, naming
+both passes and the field. docs/kernels.md explains the seam.
 
 Data: `needs` maps a config field to the kind of data it names (today only "requests": a suite or
 workload whose (state, questions) pairs the pass reads, e.g. to plan shape buckets). Whoever runs
@@ -26,12 +32,13 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from laya_opt.util.errors import InputError, PassError, PlanError
-from laya_opt.core.runtime import Runtime
+from laya_opt.core.model import KERNEL_FIELDS
+from laya_opt.core.runtime import REFERENCE_OWNER, Runtime
 from laya_opt.util.schema import non_default, parse
 
 RUNTIME_PARTS = frozenset({"model", "codec", "encoder_config", "agent_config", "calibration", "dtype", "kernels",
                            "preparer", "planner", "forward"})
-BOOKKEEPING = ("identity", "applied", "info")   # written by apply_pass only
+BOOKKEEPING = ("identity", "applied", "info", "kernel_owners")   # written by apply_pass only
 DATA_KINDS = ("requests",)
 NO_DATA = "none"
 
@@ -48,6 +55,8 @@ class PassSpec:
     description: str
     replaces: frozenset[str]                 # runtime parts this pass swaps
     captures: frozenset[str] = frozenset()   # parts frozen into what it builds (e.g. a compiled graph)
+    kernels: frozenset[str] = frozenset()    # Kernels fields it installs (required when it replaces kernels)
+    supersedes: frozenset[str] = frozenset()  # passes whose kernel fields it may take over
     needs: Mapping[str, str] = field(default_factory=dict)  # config field -> data kind
     # precheck(model, config): what can be refused before anything runs (model may hold unevaluated weights)
     precheck: Callable[[Any, Any], None] | None = None
@@ -56,6 +65,7 @@ class PassSpec:
         for part in self.replaces | self.captures:
             if part not in RUNTIME_PARTS:
                 raise ValueError(f"pass {self.name}: unknown runtime part {part!r}; known: {sorted(RUNTIME_PARTS)}")
+        self.check_kernel_fields()
         if not dataclasses.is_dataclass(self.config_type) or not self.config_type.__dataclass_params__.frozen:
             raise TypeError(f"pass {self.name}: config_type must be a frozen dataclass")
         fields = {f.name for f in dataclasses.fields(self.config_type)}
@@ -63,6 +73,25 @@ class PassSpec:
             if name not in fields or kind not in DATA_KINDS:
                 raise ValueError(f"pass {self.name}: needs {name!r} -> {kind!r} must name a config field and one of "
                                  f"{DATA_KINDS}")
+
+    def check_kernel_fields(self) -> None:
+        for name in ("kernels", "supersedes"):
+            if isinstance(getattr(self, name), str):  # frozenset("abc") would be its letters
+                raise TypeError(f"pass {self.name}: {name} must be a set of names, "
+                                f"not the string {getattr(self, name)!r}")
+            object.__setattr__(self, name, frozenset(getattr(self, name)))  # a tuple or list reads the same
+        unknown = sorted(self.kernels - set(KERNEL_FIELDS))
+        if unknown:
+            raise ValueError(f"pass {self.name}: unknown kernel field {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(KERNEL_FIELDS)}")
+        if ("kernels" in self.replaces) != bool(self.kernels):
+            raise ValueError(f"pass {self.name}: a pass that replaces kernels names the fields it installs "
+                             f"(kernels=...), and only such a pass names any; known: {', '.join(KERNEL_FIELDS)}")
+        if self.supersedes and not self.kernels:
+            raise ValueError(f"pass {self.name}: supersedes {sorted(self.supersedes)} but installs no kernel field")
+        if self.name in self.supersedes or REFERENCE_OWNER in self.supersedes:
+            raise ValueError(f"pass {self.name}: supersedes names itself or {REFERENCE_OWNER!r}, which every pass "
+                             "may replace anyway")
 
     def make_config(self, values: Mapping[str, Any] | None = None, path: str = "") -> Any:
         return parse(self.config_type, values or {}, path or self.name)
@@ -82,7 +111,8 @@ class PassSpec:
 
 
 def check_order(specs: list[PassSpec]) -> None:
-    """Refuse a plan where a pass replaces a part that an earlier pass captured (e.g. weights after compile)."""
+    """Refuse a plan where a pass replaces a part that an earlier pass captured (e.g. weights after compile),
+    or takes over a kernel field an earlier pass installed without declaring that it supersedes it."""
     captured: dict[str, str] = {}
     for spec in specs:
         for part in spec.replaces:
@@ -91,6 +121,51 @@ def check_order(specs: list[PassSpec]) -> None:
                                  f"move {captured[part]!r} after {spec.name!r}")
         for part in spec.captures:
             captured.setdefault(part, spec.name)
+    planned_kernel_owners(specs)
+
+
+def kernel_override_error(spec: PassSpec, owners: Mapping[str, str]) -> str | None:
+    """Why `spec` may not install its kernel fields over `owners` (field -> owning pass), or None."""
+    for name in sorted(spec.kernels):
+        owner = owners.get(name, REFERENCE_OWNER)
+        if owner not in (REFERENCE_OWNER, spec.name) and owner not in spec.supersedes:
+            return (f"pass {spec.name!r} replaces the kernel field {name!r} that pass {owner!r} installed; "
+                    f"declare supersedes={{{owner!r}}} in {spec.name!r}'s PassSpec if it may, or drop one of them")
+    return None
+
+
+def planned_kernel_owners(specs: list[PassSpec]) -> list[dict[str, str]]:
+    """Per pass, the owner of every kernel field after it, if every pass is applied (PlanError on an undeclared
+    override). A rejected stage only makes the owners of the stages after it fall back to earlier passes."""
+    owners = dict.fromkeys(KERNEL_FIELDS, REFERENCE_OWNER)
+    after = []
+    for spec in specs:
+        error = kernel_override_error(spec, owners)
+        if error:
+            raise PlanError(error)
+        owners.update(dict.fromkeys(spec.kernels, spec.name))
+        after.append(dict(owners))
+    return after
+
+
+def kernel_ownership_lines(specs: list[PassSpec]) -> list[str]:
+    """For `explain`: a table of the owner of every kernel field after each stage (numbered from 0).
+
+    `*` marks the fields a stage installs; `over <pass>` names the pass whose kernel it supersedes."""
+    header = ("stage", *KERNEL_FIELDS)
+    rows = []
+    before = dict.fromkeys(KERNEL_FIELDS, REFERENCE_OWNER)
+    for index, (spec, after) in enumerate(zip(specs, planned_kernel_owners(specs))):
+        cells = [after[name] if name not in spec.kernels else
+                 f"{after[name]}*" + (f" over {before[name]}" if before[name] != REFERENCE_OWNER else "")
+                 for name in KERNEL_FIELDS]
+        rows.append((f"{index}. {spec.name}", *cells))
+        before = after
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+    table = ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in (header, *rows)]
+    return ["kernel owners after each stage (* installed by the stage, `over` the pass it supersedes; if a stage "
+            "is rejected, its fields stay with the owner before it):", *table]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -137,6 +212,9 @@ def apply_pass(spec: PassSpec, runtime: Runtime, config: Any, data: Mapping[str,
     if not isinstance(config, spec.config_type):
         raise TypeError(f"pass {spec.name}: config must be a {spec.config_type.__name__}, got {type(config).__name__}")
     data = dict(data or {})
+    override = kernel_override_error(spec, {name: runtime.kernel_owner(name) for name in KERNEL_FIELDS})
+    if override:
+        raise PassError(override)
     missing = [name for name in spec.data_names(config) if name not in data]
     if missing:
         raise PassError(f"pass {spec.name!r} needs data for {', '.join(missing)} (resolve the names first)")
@@ -157,5 +235,13 @@ def apply_pass(spec: PassSpec, runtime: Runtime, config: Any, data: Mapping[str,
     if undeclared:
         raise PassError(f"pass {spec.name!r} changed {', '.join(undeclared)} without declaring it in replaces "
                         f"({', '.join(sorted(spec.replaces)) or 'nothing'})")
+    installed = [name for name in KERNEL_FIELDS if getattr(child.kernels, name) is not getattr(runtime.kernels, name)]
+    undeclared_kernels = sorted(set(installed) - spec.kernels)
+    if undeclared_kernels:
+        raise PassError(f"pass {spec.name!r} changed the kernel field {', '.join(undeclared_kernels)} without "
+                        f"declaring it in kernels ({', '.join(sorted(spec.kernels)) or 'nothing'})")
+    owners = {**runtime.kernel_owners,
+              **{name: runtime.kernel_owners.get(name, ()) + (spec.name,) for name in installed}}
     return child.replace(identity=f"{runtime.identity}+{identity_suffix(spec, config)}",
-                         applied=runtime.applied + (spec.name,), info={**runtime.info, spec.name: dict(report)})
+                         applied=runtime.applied + (spec.name,), info={**runtime.info, spec.name: dict(report)},
+                         kernel_owners=owners)

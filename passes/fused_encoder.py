@@ -101,4 +101,7 @@ def apply(runtime, config: FusedEncoderConfig, data):
 
 PASS = PassSpec(name=NAME, config_type=FusedEncoderConfig, apply=apply, exact=True,
                 description="encoder layers through fused kernels (add+LayerNorm, qkv+RoPE, GeGLU, small-M GEMM)",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}),
+                kernels=frozenset({"encoder_stack", "self_attention"}),
+                # its qkv+RoPE self-attention takes over the views of qkv_views (same values, one kernel)
+                supersedes=frozenset({"qkv_views"}))

@@ -120,4 +120,4 @@ def apply(runtime, config: HeadPruneConfig, data):
 
 PASS = PassSpec(name=NAME, config_type=HeadPruneConfig, apply=apply, exact=True,
                 description="last head layer computes queries, out_proj and FFN only for [CLS] and marker rows",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}), kernels=frozenset({"final_head_layer"}))

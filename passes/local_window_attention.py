@@ -132,4 +132,4 @@ def apply(runtime, config: LocalWindowConfig, data):
 
 PASS = PassSpec(name=NAME, config_type=LocalWindowConfig, apply=apply, exact=True,
                 description="sliding layers attend per query block to their key slice only (banded, exact)",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}), kernels=frozenset({"sliding_attention"}))

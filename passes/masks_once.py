@@ -44,4 +44,4 @@ def apply(runtime, config: MasksOnceConfig, data):
 
 PASS = PassSpec(name=NAME, config_type=MasksOnceConfig, apply=apply, exact=True,
                 description="attention masks built once per forward, additive in the compute dtype",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}), kernels=frozenset({"attention_masks"}))

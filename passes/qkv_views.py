@@ -44,4 +44,4 @@ def apply(runtime, config: QkvViewsConfig, data):
 
 PASS = PassSpec(name=NAME, config_type=QkvViewsConfig, apply=apply, exact=True,
                 description="q/k/v split from Wqkv as views (no Gather kernels)",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}), kernels=frozenset({"self_attention"}))

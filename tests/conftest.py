@@ -52,7 +52,8 @@ def write_tiny_checkpoint(out_dir, encoder_overrides=None, agent_overrides=None,
     import tempfile
     from pathlib import Path
 
-    from laya_opt.core.checkpoint import build_random_model, parse_dtype, save_checkpoint
+    from laya_opt.core.checkpoint import parse_dtype
+    from laya_opt.core.checkpoint_write import build_random_model, save_checkpoint
     from laya_opt.core.config import parse_agent_config, parse_encoder_config
 
     encoder_raw = dict(TINY_ENCODER, **(encoder_overrides or {}))

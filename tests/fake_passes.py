@@ -73,7 +73,8 @@ def explode(runtime, config, data):
 
 
 EXPLODE = PassSpec(name="explode", config_type=EmptyConfig, apply=explode, exact=True,
-                   description="test: raises", replaces=frozenset({"kernels"}))
+                   description="test: raises", replaces=frozenset({"kernels"}),
+                   kernels=frozenset({"self_attention"}))
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,20 @@ def wait(runtime, config, data):
 
 
 WAIT = PassSpec(name="wait", config_type=WaitConfig, apply=wait, exact=True, description="test: waits",
-                replaces=frozenset({"kernels"}))
+                replaces=frozenset({"kernels"}), kernels=frozenset({"self_attention"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT)
+def own_view_attention(runtime, config, data):
+    from laya_opt.passes.qkv_views import view_self_attention
+
+    return runtime.replace(kernels=dataclasses.replace(runtime.kernels, self_attention=view_self_attention)), {}
+
+
+# Installs self_attention without declaring that it supersedes qkv_views: stacked after it, refused.
+GREEDY = PassSpec(name="greedy_attention", config_type=EmptyConfig, apply=own_view_attention, exact=True,
+                  description="test: takes self_attention without superseding anyone", replaces=frozenset({"kernels"}),
+                  kernels=frozenset({"self_attention"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT, GREEDY)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import laya_opt as lo
-from laya_opt.core.checkpoint import save_quantized
+from laya_opt.core.checkpoint_write import save_quantized
 from laya_opt.cli import main
 from laya_opt.util.errors import ExperimentError, InputError, InputWarning, QuestionError
 from laya_opt.runs.experiment import parse_experiment

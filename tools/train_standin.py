@@ -64,7 +64,8 @@ from laya_opt.fidelity.metrics import accuracy_table
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import project_tokenizer, standin_checkpoint, suite_path
 from laya_opt.core.batching import collate
-from laya_opt.core.checkpoint import load_checkpoint, save_checkpoint
+from laya_opt.core.checkpoint import load_checkpoint
+from laya_opt.core.checkpoint_write import save_checkpoint
 from laya_opt.core.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
 from laya_opt.core.decode import calibration_from_tables
 from laya_opt.core.model import LayaModel

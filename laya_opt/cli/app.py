@@ -129,7 +129,8 @@ def predict(checkpoint, state, json_state, questions_file, dtype, batch_size, as
 def inspect_prompt(checkpoint, state, json_state, questions_file, only, as_json):
     """Show the exact token sequence each question feeds the model, with option markers."""
     from laya_opt.core.checkpoint import inspect_checkpoint
-    from laya_opt.core.prompt import prepare_request, render_tokens
+    from laya_opt.core.prompt import prepare_request
+    from laya_opt.core.prompt_roles import render_tokens
 
     files = inspect_checkpoint(checkpoint)  # checked like every load, but no weight is read
     agent, codec = files.agent_config, files.codec

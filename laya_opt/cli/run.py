@@ -25,13 +25,17 @@ def explain(experiment_file: str) -> None:
 
     The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
     output directory, and every pass's settings against the checkpoint (selectors, group widths, a
-    quantized checkpoint). The plan lists stages, contracts, gates and workloads."""
+    quantized checkpoint). The plan lists stages, contracts, gates and workloads, then which pass owns
+    each kernel field after each stage."""
     from laya_opt.runs.experiment import explain as render_plan, load_experiment
     from laya_opt.runs.runner import preflight
+
+    from laya_opt.passes.contract import kernel_ownership_lines
 
     experiment = load_experiment(Path(experiment_file))
     preflight(experiment)
     click.echo(render_plan(experiment))
+    click.echo("\n".join(["", *kernel_ownership_lines([step.spec for step in experiment.pipeline().steps])]))
 
 
 def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...]):

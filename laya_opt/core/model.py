@@ -7,6 +7,7 @@ function or the final head layer without touching weights or subclassing.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -259,6 +260,7 @@ class Kernels:
 
 
 DEFAULT_KERNELS = Kernels()
+KERNEL_FIELDS = tuple(kernel.name for kernel in dataclasses.fields(Kernels))
 
 # ----------------------------------------------------------------------------- model
 

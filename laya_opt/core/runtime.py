@@ -4,7 +4,8 @@ A Runtime is frozen. Passes build a new one with `dataclasses.replace`, swapping
 (new modules, e.g. quantized), the kernels (attention, final head layer), the forward callable
 (compiled), the batch planner (length-sorted) or the preparer (tokenization policy, e.g. a prefix
 cache). The fidelity checker's token-identity gate compares what the preparer and planner feed the
-model. The FP32 reference is therefore never mutated.
+model. The FP32 reference is therefore never mutated. `kernel_owners` records which pass installed
+each kernel field; `apply_pass` (passes/contract.py) keeps it.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from laya_opt.core.tokens import TextCodec
 
 # preparer(state, questions, codec, max_len, head_max_len) -> prepared questions (tokenization policy).
 Preparer = Callable[..., tuple[PreparedQuestion, ...]]
+REFERENCE_OWNER = "reference"   # the owner of a kernel field no pass replaced (laya_opt.core.model's default)
 # forward(model, kernels, batch) -> (logits float32 [B, K], action float32 [B, A]), not yet evaluated.
 Forward = Callable[[LayaModel, Kernels, Batch], tuple[mx.array, mx.array]]
 
@@ -73,9 +75,16 @@ class Runtime:
     forward: Forward = eager_forward
     applied: tuple[str, ...] = ()     # names of the passes applied, in order
     info: Mapping[str, Any] = field(default_factory=dict)  # free-form facts passes leave for reports
+    # kernel field -> the passes that installed it, in order (the last one owns it); absent: the reference
+    kernel_owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def replace(self, **changes) -> "Runtime":
         return dataclasses.replace(self, **changes)
+
+    def kernel_owner(self, name: str) -> str:
+        """The pass whose kernel sits in field `name` of `kernels`, or `reference`."""
+        installed = self.kernel_owners.get(name, ())
+        return installed[-1] if installed else REFERENCE_OWNER
 
     # ------------------------------------------------------------------ data path
 

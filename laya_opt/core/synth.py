@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from laya_opt.core.checkpoint import build_random_model, parse_dtype, save_checkpoint
+from laya_opt.core.checkpoint import parse_dtype
+from laya_opt.core.checkpoint_write import build_random_model, save_checkpoint
 from laya_opt.core.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
 from laya_opt.util.errors import ConfigError, InputError
 from laya_opt.util.jsonio import read_json

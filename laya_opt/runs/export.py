@@ -1,13 +1,13 @@
 """Write the quantized checkpoint an accepted stage produced (the experiment's `export:` or `run --export-*`).
 
 The export holds the stage's model: packed weights, scales and biases with `mlx_config.json` naming every
-quantized module (`checkpoint.save_quantized`, atomic, refusing an existing directory). Passes that
+quantized module (`checkpoint_write.save_quantized`, atomic, refusing an existing directory). Passes that
 change only the runtime (a compiled forward, a planner, kernels) have no place in a checkpoint; the
 export record names them, so nobody expects their speed from the files alone.
 """
 from __future__ import annotations
 
-from laya_opt.core.checkpoint import save_quantized
+from laya_opt.core.checkpoint_write import save_quantized
 from laya_opt.runs.experiment import ExportPlan
 from laya_opt.runs.pipeline import PipelineResult
 from laya_opt.core.quant import QUANTIZED_TYPES, weight_modules

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from laya_opt.core.checkpoint import load_checkpoint, map_names, save_checkpoint, to_mlx_name, to_upstream_name
+from laya_opt.core.checkpoint import load_checkpoint, map_names, to_mlx_name, to_upstream_name
+from laya_opt.core.checkpoint_write import save_checkpoint
 from laya_opt.util.errors import CheckpointError, InputError
 
 from conftest import write_tiny_checkpoint

@@ -18,11 +18,11 @@ from laya_opt.core.prompt import (
          build_prefix,
          clean_mask_literals,
          prepare_request,
-         render_tokens,
          serialize_state,
          tokenize_state,
          validate_questions,
      )
+from laya_opt.core.prompt_roles import render_tokens
 from laya_opt.core.tokens import codec_from_tokenizer
 
 from conftest import TINY_SPECIALS, make_tiny_tokenizer

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import laya_opt as lo
-from laya_opt.core.checkpoint import build_random_model, load_checkpoint, save_quantized
+from laya_opt.core.checkpoint import load_checkpoint
+from laya_opt.core.checkpoint_write import build_random_model, save_quantized
 from laya_opt.core.config import architecture
 from laya_opt.util.errors import CheckpointError
 from laya_opt.core.quant import (ACTION_HEAD_REASON, QuantScheme, check_mode_supported, coverage_manifest,

@@ -26,6 +26,7 @@ def half_precision_window(q, k, v, ctx, scale):
 
 
 HALF_WINDOW = PassSpec(name="half_window", config_type=EmptyConfig, exact=True, replaces=frozenset({"kernels"}),
+                       kernels=frozenset({"sliding_attention"}),
                        apply=lambda runtime, config, data: (runtime.replace(kernels=dataclasses.replace(
                            runtime.kernels, sliding_attention=half_precision_window)), {}),
                        description="test: sliding attention computed in the half dtype")

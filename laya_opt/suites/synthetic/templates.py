@@ -4,9 +4,13 @@
 The held-out group never shares a template string with the training group, so a model that memorised
 training sentences cannot solve held-out data. The validation group is a third wording, disjoint from
 both: training decisions read it, so they are judged on unseen wording without touching held-out data.
-All groups fill their slots from `fidelity.lexicon`.
+All groups fill their slots from `laya_opt.suites.synthetic.lexicon`.
 Tables are `lang=template|template|...` lines; slots are `{kw}` (cue term), `{t}` (scale term),
 `{n}`/`{m}` (rating), `{s}` (noul statement).
+
+Why one ~600-line module: it is data, not logic (three wording tables of ~170 lines and a 40-line
+parser). Kept in one file, the three groups sit side by side, so a new template is written against the
+wordings it must not repeat (tests/suites/test_generator.py checks that the groups are disjoint).
 """
 from __future__ import annotations
 

@@ -20,10 +20,11 @@ def _speedups(latency: dict) -> str:
 
 
 def history_table(rows: list[dict]) -> dict:
-    columns = ["run", "kind", "started (UTC)", "experiment", "stage", "verdict", "argmax agree", "max Δp cum", "accuracy",
-               "wall s", "p50 speed-up", "checkpoint", "git", "mlx", "device", "reference"]
-    cells = [[row["run_id"], row["kind"], row["started_utc"], row["experiment"], f"{row['stage_index']} {row['stage']}",
-              row["verdict"], format_cell(row["argmax_agreement"], ".4f"), format_cell(row["max_abs_dp"], ".2e"),
+    columns = ["run", "kind", "started (UTC)", "experiment", "stage", "verdict", "argmax agree", "max Δp cum",
+               "accuracy", "wall s", "p50 speed-up", "checkpoint", "git", "mlx", "device", "reference"]
+    cells = [[row["run_id"], row["kind"], row["started_utc"], row["experiment"],
+              f"{row['stage_index']} {row['stage']}", row["verdict"], format_cell(row["argmax_agreement"], ".4f"),
+              format_cell(row["max_abs_dp"], ".2e"),
               format_cell(row["accuracy_candidate"], ".4f"), format_cell(row["wall_s"], ".1f"),
               _speedups(row["latency"]), (row["checkpoint_sha256"] or NO_VALUE)[:12],
               (row["git_revision"] or "unknown")[:10] + ("+dirty" if row["git_dirty"] else ""),
@@ -47,8 +48,8 @@ def history_table(rows: list[dict]) -> dict:
 def history(experiment, stage, checkpoint, kind, since, limit, db_path, as_json) -> None:
     """List past runs, one row per stage: verdict, fidelity, wall time, speed-ups and what they ran on.
 
-    Every `laya-opt run` and `laya-opt bench` appends to this history (the kind column says which), so a stage's speed and fidelity can be followed across
-    versions, checkpoints and machines.
+    Every `laya-opt run` and `laya-opt bench` appends to this history (the kind column says which), so a
+    stage's speed and fidelity can be followed across versions, checkpoints and machines.
     """
     from laya_opt.runs.history import HistoryFilter, history_path, parse_since, query
 

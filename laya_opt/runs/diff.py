@@ -1,9 +1,9 @@
 """Two results directories side by side: are they comparable, what changed in the config, what moved.
 
-Everything is read from the results (`report.load_results`), `run` and `bench` results alike: the manifests say whether the runs measured
-the same thing (checkpoint, suites, token tensors, reference dtype) on the same platform (device,
-backend, BLAS, library versions); the stage records and timings give the metric and latency deltas,
-latency with the bootstrap intervals each run recorded. Stages are matched by name.
+Everything is read from the results (`report.load_results`), `run` and `bench` results alike: the manifests
+say whether the runs measured the same thing (checkpoint, suites, token tensors, reference dtype) on the
+same platform (device, backend, BLAS, library versions); the stage records and timings give the metric and
+latency deltas, latency with the bootstrap intervals each run recorded. Stages are matched by name.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The run history: one row per `laya-opt run` or `bench` (its `kind`) and one per stage, in an SQLite database (WAL mode).
+"""The run history: one row per `laya-opt run` or `bench` (its `kind`) and one per stage, in an SQLite
+database (WAL mode).
 
 Rows are built from what a run writes to its results directory (manifest.json and the stage records),
 so the history never holds a number the results directory does not. Appends take SQLite's write lock

@@ -1,7 +1,7 @@
 """Run an experiment: load its inputs, run the pipeline and benchmark, write the results directory.
 
 A results directory `<output_dir>/<name>-<UTC timestamp>[-N]/` holds manifest.json, stages.jsonl,
-report.md and timings.json (docs/results.md; `bench` writes the same format through these functions). It is built in a hidden staging dir beside the target (`laya_opt.util.staging`)
+report.md and timings.json. It is built in a hidden staging dir beside the target (`laya_opt.util.staging`)
 and renamed into place at the end, under the first free name, so two runs never collide; any
 exception, Ctrl-C or SIGTERM removes the staging dir (and an output root that the run created and
 left empty), so a directory with a final name is always complete. A run whose every candidate fails
@@ -11,7 +11,8 @@ on a model built from the configs); `explain` runs it too.
 
 Around the pipeline: the reference outputs come from the reference cache when every key component
 matches (`refcache`), an accepted stage can be exported as a quantized checkpoint (`export`), and the
-finished run is appended to the run history (`history`).
+finished run is appended to the run history (`history`). `bench` (headtohead) writes the same format through
+these functions (docs/results.md), its manifest's `kind` saying which command wrote it.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Two results directories side by side: are they comparable, what changed in the config, what moved.
 
-Everything is read from the results (`report.load_results`): the manifests say whether the runs measured
-the same thing (checkpoint, suites, token tensors, reference dtype) on the same platform (device,
-backend, BLAS, library versions); the stage records and timings give the metric and latency deltas,
-latency with the bootstrap intervals each run recorded. Stages are matched by name.
+Everything is read from the results (`report.load_results`), `run` and `bench` results alike: the manifests
+say whether the runs measured the same thing (checkpoint, suites, token tensors, reference dtype) on the
+same platform (device, backend, BLAS, library versions); the stage records and timings give the metric and
+latency deltas, latency with the bootstrap intervals each run recorded. Stages are matched by name.
 """
 from __future__ import annotations
 
@@ -130,10 +130,13 @@ def metric_deltas(stages_a: Mapping[str, Mapping], stages_b: Mapping[str, Mappin
 
 
 def _runtime_names(results: LoadedResults) -> dict[str, str]:
-    """Timing label (`reference`, `<index>:<name>`) -> the stage key used for matching."""
+    """Timing label (`reference`, `<index>:<name>`, a bench's `mlx eager`) -> the stage key used for matching."""
     names = {REFERENCE_LABEL: REFERENCE_LABEL}
+    baseline_stage = results.timings.get("baseline_stage")  # a bench times stage 0 under its baseline's label
     for key, record in stage_keys(results.stages).items():
         names[f"{record['index']}:{record['stage']}"] = key
+        if record["index"] == baseline_stage:
+            names[results.timings["baseline"]] = key
     return names
 
 
@@ -162,8 +165,19 @@ def latency_deltas(a: LoadedResults, b: LoadedResults) -> list[dict]:
     return rows
 
 
+def kind_notes(a: LoadedResults, b: LoadedResults) -> list[str]:
+    """What a run/bench pair should keep in mind: the kinds, and speed-ups measured against other baselines."""
+    kinds = [results.manifest.get("kind", "run") for results in (a, b)]
+    notes = [] if kinds[0] == kinds[1] else [f"kinds {kinds[0]} vs {kinds[1]}"]
+    baselines = [results.timings.get("baseline", REFERENCE_LABEL) for results in (a, b)]
+    if baselines[0] != baselines[1]:
+        notes.append(f"speed-ups are against different baselines: {baselines[0]} vs {baselines[1]}")
+    return notes
+
+
 def diff_results(a: LoadedResults, b: LoadedResults) -> ResultsDiff:
     problems, notes = comparability(a.manifest, b.manifest)
+    notes += kind_notes(a, b)
     stages_a, stages_b = stage_keys(a.stages), stage_keys(b.stages)
     names = list(stages_a) + [name for name in stages_b if name not in stages_a]
     verdicts = tuple((name, stages_a[name]["verdict"] if name in stages_a else None,

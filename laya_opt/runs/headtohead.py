@@ -6,41 +6,43 @@ Steps: load the FP32 reference from the checkpoint; gate the experiment's stages
 is the eager baseline in the candidate dtype); load upstream's backends; check that upstream feeds the
 model the same token ids; compare every runtime's answers with the FP32 reference (argmax agreement,
 max |dp|); time everything with the shared harness (laya_opt.timing.bench); optionally profile (phase split
-and CUDA kernel timeline). The record is plain data; `write_head_to_head` saves it with report.md and
-the plots.
+and CUDA kernel timeline).
+
+The results are a results directory like `run`'s (docs/results.md), of kind "bench", written through the
+runner's functions (preflight, reference cache, staging, history): stages.jsonl holds every stage's gates
+with their measured values, timings.json every timed cell plus the answers' drift and the profile per
+runtime and workload, manifest.json's `bench` section the peers and token identity. `bench_view` puts
+them back together as the head-to-head record that report.md and the plots show.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import mlx.core as mx
 
-from laya_opt.timing.bench import MODES, BenchConfig, benchmark, environment, prepared_digest
-from laya_opt.core.checkpoint import file_sha256
-from laya_opt.runs.experiment import Experiment
-from laya_opt.suites.suite_file import load_suite
-from laya_opt.suites.workloads import build_workload
-from laya_opt.timing.peer import BACKENDS, load_upstream, upstream_problem, upstream_version
-from laya_opt.runs.pipeline import suite_requests
-from laya_opt.timing.profile import profile_runtimes
-from laya_opt.runs.report import latency_records, plain
-from laya_opt.util.markdown import markdown_table
-from laya_opt.core.runtime import load_runtime
 from laya_opt.core.synth import has_random_weights
+from laya_opt.runs.experiment import Experiment
+from laya_opt.runs.plots import write_plots
+from laya_opt.runs.report import load_results, plain, record_metric, stage_label, stage_record
+from laya_opt.runs.runner import (RunFacts, build_manifest, load_reference, measure_inputs, preflight,
+                                  publish_unique, record_history, reference_outputs, results_timings, write_results)
+from laya_opt.suites.workloads import build_workload
+from laya_opt.timing.bench import MODES, BenchConfig, benchmark
+from laya_opt.timing.peer import BACKENDS, load_upstream, upstream_problem, upstream_version
+from laya_opt.timing.profile import profile_runtimes
+from laya_opt.util.errors import InputError
+from laya_opt.util.markdown import markdown_table
+from laya_opt.util.progress import silent
+from laya_opt.util.staging import staging_dir
 from laya_opt.util.system import mlx_backend
 
 BASELINE = "mlx eager"
 TIMED_STAGES = ("stages", "final")
-
-
-def h2h_label(stage) -> str:
-    """`<index>:<pass>(<settings>)`: a pass applied twice with other settings stays distinguishable."""
-    return f"{stage.index}:{stage.identity.rsplit('+', 1)[-1]}"
 
 
 def answer_vector(answer: dict) -> list[float]:
@@ -104,79 +106,140 @@ class HeadToHead:
     budget_s: float | None = None
     # which accepted stages are timed: "stages" every one, "final" only the last (the stack); all are gated
     timed_stages: str = "stages"
+    arch: str | None = None          # the architecture of a random checkpoint made for the run (bench --arch)
 
     def __post_init__(self):
         if self.timed_stages not in TIMED_STAGES:
             raise ValueError(f"timed_stages must be one of {', '.join(TIMED_STAGES)}, got {self.timed_stages!r}")
 
 
-def run_head_to_head(plan: HeadToHead, say: Callable[[str], None] = lambda message: None) -> dict:
-    started = time.time()
+def bench_label(stage) -> str:
+    """The timing label of a stage: stage 0 is the `mlx eager` baseline, the others `<index>:<pass>`."""
+    return BASELINE if stage.index == 0 else stage_label(stage)
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    results_dir: Path
+    record: dict                     # the head-to-head view of what was written (`bench_view`)
+    history: str = ""                # where the run was recorded, or why it was not
+
+
+def run_head_to_head(plan: HeadToHead, output_dir: str | Path, say: Callable[[str], None] = lambda message: None,
+                     cache: bool = True, history: bool = True, now: datetime | None = None) -> BenchOutcome:
+    """Preflight, gate, compare, time and profile; write a results directory of kind "bench" under `output_dir`.
+
+    The same machinery as `run` (laya_opt.runs.runner): every input is checked before a weight is read, the
+    reference's outputs come from the reference cache, the directory is staged and published with one rename
+    under a fresh name, and the run is appended to the history."""
+    started_s, started = time.time(), now or datetime.now(timezone.utc)
     timing_deadline = None if plan.budget_s is None else time.monotonic() + 0.85 * plan.budget_s
     deadline = None if plan.budget_s is None else time.monotonic() + plan.budget_s
-    experiment = plan.experiment
+    experiment = dataclasses.replace(plan.experiment, checkpoint=Path(plan.checkpoint))
+    out_root = Path(output_dir)
+    inputs = preflight(experiment, bench=False, output_dir=out_root)
     workloads = [build_workload(name) for name in plan.workloads]
-    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
-        "(reference)")
-    reference = load_runtime(plan.checkpoint, experiment.reference_dtype, experiment.batch_size)
-    suites = [load_suite(path) for path in experiment.suites]
-    requests = suite_requests(suites)
     labels = "used"
     if has_random_weights(plan.checkpoint):  # chance-level answers: a label flip says nothing about a pass
-        requests = tuple(dataclasses.replace(request, labels=None) for request in requests)
+        inputs = dataclasses.replace(inputs, requests=tuple(dataclasses.replace(request, labels=None)
+                                                           for request in inputs.requests))
         labels = "ignored: the checkpoint has random weights (gates on labels are skipped; drift gates apply)"
         say(f"suite labels {labels}")
-    result = experiment.pipeline().run(reference, requests, progress=say,
-                                       reference_dtype=experiment.reference_dtype)
-    if not result.stages[0].accepted:
-        raise RuntimeError("the baseline stage failed its gates; nothing to compare")
-    runtimes: dict[str, Any] = {BASELINE: result.stages[0].runtime}
-    timed_stages = result.accepted_stages[1:]
-    if plan.timed_stages == "final":  # half the runtimes: a cold lent machine times every cell in one call
-        timed_stages = timed_stages[-1:]
-    runtimes.update({h2h_label(stage): stage.runtime for stage in timed_stages})
-    peers, peer_note = {}, upstream_problem() if plan.peer else "not requested"
-    if peer_note is None:
-        for peer_backend in BACKENDS:
-            say(f"loading upstream laya {upstream_version()} with backend {peer_backend}")
-            peers[f"upstream {peer_backend}"] = load_upstream(plan.checkpoint, peer_backend)
-    else:
-        say(f"upstream skipped: {peer_note}")
-    runtimes.update(peers)
-    say("comparing answers with the reference")
-    answers = compare_answers(runtimes, reference, workloads)
-    tokens = token_identity(next(iter(peers.values())), reference, workloads) if peers else None
-    say(f"timing {len(runtimes)} runtimes on {', '.join(plan.workloads)}")
-    timed = benchmark(BASELINE, runtimes, workloads, plan.bench, deadline=timing_deadline)
-    profiles = None
-    if plan.profile and (deadline is None or time.monotonic() < deadline):
-        say("profiling")
-        fastest = result.accepted_stages[-1]  # the final accepted stage (stages run in index order)
-        chosen = {BASELINE: runtimes[BASELINE]}
-        if fastest.index:
-            chosen[h2h_label(fastest)] = runtimes[h2h_label(fastest)]
-        chosen.update({label: peer for label, peer in peers.items() if label.endswith("compile")})
-        profiles = profile_runtimes(chosen, workloads, deadline=deadline)
-    return plain({
-        "kind": "head_to_head", "experiment": experiment.name, "checkpoint": str(plan.checkpoint),
-        "checkpoint_sha256": file_sha256(Path(plan.checkpoint) / "model.safetensors"),
-        "environment": {**environment(), "upstream": upstream_version()},
-        "workloads": [vars(facts) for facts in timed.workloads],
-        "token_sha256": {w.name: prepared_digest([reference.prepare(s, q) for s, q in w.requests]) for w in workloads},
-        "stages": [{"index": s.index, "name": s.name, "verdict": s.verdict, "exact": s.exact,
-                    "failed_gates": s.failure_messages,
+    say(f"backend {mlx_backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
+        "(reference)")
+    reference = load_reference(experiment, inputs)
+    measured = measure_inputs(reference, inputs)
+    base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"
+    with staging_dir(out_root, base_name) as staging:
+        mx.random.seed(plan.bench.seed)
+        cached = reference_outputs(reference, inputs, measured, cache, silent, say)
+        say(f"reference: {cached.describe()}")
+        result = experiment.pipeline().run(reference, inputs.requests, progress=say,
+                                           reference_dtype=experiment.reference_dtype, reference_outputs=cached.outputs)
+        if not result.stages[0].accepted:
+            raise RuntimeError("the baseline stage failed its gates; nothing to compare")
+        timed_stages = result.accepted_stages[1:]
+        if plan.timed_stages == "final":  # half the runtimes: a cold lent machine times every cell in one call
+            timed_stages = timed_stages[-1:]
+        runtimes: dict[str, Any] = {bench_label(stage): stage.runtime for stage in (result.stages[0], *timed_stages)}
+        peers, peer_note = {}, upstream_problem() if plan.peer else "not requested"
+        if peer_note is None:
+            for peer_backend in BACKENDS:
+                say(f"loading upstream laya {upstream_version()} with backend {peer_backend}")
+                peers[f"upstream {peer_backend}"] = load_upstream(plan.checkpoint, peer_backend)
+        else:
+            say(f"upstream skipped: {peer_note}")
+        runtimes.update(peers)
+        say("comparing answers with the reference")
+        answers = compare_answers(runtimes, reference, workloads)
+        tokens = token_identity(next(iter(peers.values())), reference, workloads) if peers else None
+        say(f"timing {len(runtimes)} runtimes on {', '.join(plan.workloads)}")
+        timed = benchmark(BASELINE, runtimes, workloads, plan.bench, deadline=timing_deadline)
+        profiles = None
+        if plan.profile and (deadline is None or time.monotonic() < deadline):
+            say("profiling")
+            fastest = result.accepted_stages[-1]  # the final accepted stage (stages run in index order)
+            chosen = {label: runtimes[label] for label in dict.fromkeys((BASELINE, bench_label(fastest)))}
+            chosen.update({label: peer for label, peer in peers.items() if label.endswith("compile")})
+            profiles = profile_runtimes(chosen, workloads, deadline=deadline)
+        facts = RunFacts(reference_cache=cached, export=None, **measured)
+        records = tuple(stage_record(stage, timed, False, label=bench_label) for stage in result.stages)
+        manifest = build_manifest(experiment, inputs, reference, result, timed, started, False, facts, kind="bench")
+        manifest["seeds"] = {"mlx": plan.bench.seed, "bootstrap": plan.bench.seed}
+        manifest["bench"] = plain({
+            "arch": plan.arch, "upstream": upstream_version(), "peer_note": peer_note, "token_identity": tokens,
+            "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
+            "suite_labels": labels, "timed_stages": plan.timed_stages, "wall_s": round(time.time() - started_s, 1)})
+        timings = {**results_timings(timed, BASELINE, baseline_stage=0), "skipped_for_time": list(timed.skipped),
+                   "answers": plain(answers), "profile": plain(profiles)}
+        write_results(staging, manifest, records, timings,
+                      render=lambda m, r, t: render_head_to_head(bench_view(m, r, t)),
+                      draw=lambda r, t, directory: write_plots(bench_view(plain(manifest), r, t), directory))
+        target = publish_unique(staging, out_root, base_name)
+    written = plain(manifest)
+    return BenchOutcome(results_dir=target, record=bench_view(written, records, plain(timings)),
+                        history=record_history(written, records, target, 0) if history else "")
+
+
+def _gate_view(gate: Mapping) -> dict:
+    return {"kind": gate["comparison"], "gate": gate["gate"], "measured": gate["measured"],
+            "passed": gate["status"] not in ("FAIL", "WAIVED"), "status": gate["status"]}
+
+
+def bench_view(manifest: Mapping, records: Sequence[Mapping], timings: Mapping) -> dict:
+    """The head-to-head record (what report.md and the plots of a bench show) from a results directory's files.
+
+    Every number comes from manifest.json, stages.jsonl and timings.json; nothing is stored twice."""
+    facts = manifest["bench"]
+    return {
+        "kind": manifest["kind"], "experiment": manifest["experiment"], "arch": facts["arch"],
+        "checkpoint": manifest["checkpoint"]["path"], "checkpoint_sha256": manifest["checkpoint"]["sha256"],
+        "environment": {**manifest["environment"], "upstream": facts["upstream"]},
+        "workloads": manifest["workloads"],
+        "token_sha256": {w["name"]: w["token_sha256"] for w in manifest["workloads"]},
+        "stages": [{"index": r["index"], "name": r["stage"], "verdict": r["verdict"], "exact": r["exact"],
+                    "failed_gates": [f"{g['comparison']}: {g['message'] or g['gate']}" for g in r["gates"]
+                                     if g["status"] in ("FAIL", "WAIVED")],
                     # every gate's measured value, passed ones too (a passing kernel probe says by how much)
-                    "gates": [{"kind": kind, "gate": str(r.gate), "measured": r.measured, "passed": r.passed}
-                              for kind, results in (("incremental", s.incremental_gates),
-                                                    ("cumulative", s.cumulative_gates)) for r in results],
-                    "report": s.report, "max_abs_dp_cumulative": s.cumulative.metrics.get("max_abs_dp")
-                    if s.cumulative else None} for s in result.stages],
-        "peers": {label: {"backend": peer.backend, "load_s": peer.load_s} for label, peer in peers.items()},
-        "suite_labels": labels, "timed_stages": plan.timed_stages, "peer_note": peer_note, "token_identity": tokens,
-        "answers": answers, "bench": {"config": plain(plan.bench), "summary": latency_records(timed),
-                                      "samples": timed.samples(), "skipped_for_time": list(timed.skipped)},
-        "profile": profiles, "wall_s": round(time.time() - started, 1),
-    })
+                    "gates": [_gate_view(g) for g in r["gates"]], "report": r["report"],
+                    "max_abs_dp_cumulative": record_metric(r, "cumulative", "max_abs_dp")} for r in records],
+        "peers": facts["peers"], "suite_labels": facts["suite_labels"], "timed_stages": facts["timed_stages"],
+        "peer_note": facts["peer_note"], "token_identity": facts["token_identity"], "answers": timings["answers"],
+        "bench": {"config": timings["config"], "summary": timings["summary"], "samples": timings["samples"],
+                  "skipped_for_time": timings["skipped_for_time"]},
+        "profile": timings["profile"], "wall_s": facts["wall_s"],
+    }
+
+
+def load_bench(path: str | Path) -> dict:
+    """The head-to-head record of a bench results directory; InputError when the directory is not one."""
+    try:
+        loaded = load_results(path)
+    except FileNotFoundError as exc:
+        raise InputError(str(exc)) from None
+    if loaded.manifest.get("kind") != "bench":
+        raise InputError(f"{path}: not a bench result (manifest kind {loaded.manifest.get('kind', 'run')!r})")
+    return bench_view(loaded.manifest, loaded.stages, loaded.timings)
 
 
 def _cell(row: dict | None) -> str:
@@ -246,13 +309,3 @@ def render_head_to_head(record: dict) -> str:
         lines += [markdown_table(["runtime", "workload", "e2e p50 ms", "phases ms (p50)", "forward kernels"],
                                  prof_rows), ""]
     return "\n".join(lines) + "\n"
-
-
-def write_head_to_head(record: dict, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "head_to_head.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    (out_dir / "report.md").write_text(render_head_to_head(record), encoding="utf-8")
-    from laya_opt.runs.plots import write_plots
-
-    write_plots(record, out_dir)
-    return out_dir

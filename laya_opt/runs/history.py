@@ -1,4 +1,5 @@
-"""The run history: one row per `laya-opt run` and one per stage, in an SQLite database (WAL mode).
+"""The run history: one row per `laya-opt run` or `bench` (its `kind`) and one per stage, in an SQLite
+database (WAL mode).
 
 Rows are built from what a run writes to its results directory (manifest.json and the stage records),
 so the history never holds a number the results directory does not. Appends take SQLite's write lock
@@ -20,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 from laya_opt.util.errors import InputError
 from laya_opt.util.resources import user_data_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.kind
 LOCK_WAIT_S = 60.0
 STAGE_METRICS = ("argmax_agreement", "decisive_agreement", "max_abs_dp", "mean_abs_dp", "accuracy_candidate",
                  "ece_candidate")
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     device TEXT,
     backend TEXT,
     blas TEXT,
-    reference_cache TEXT
+    reference_cache TEXT,
+    kind TEXT NOT NULL DEFAULT 'run'
 );
 CREATE TABLE IF NOT EXISTS stages (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -68,7 +70,8 @@ CREATE INDEX IF NOT EXISTS stages_by_name ON stages (stage);
 """
 RUN_COLUMNS = ("recorded_utc", "started_utc", "experiment", "results_dir", "exit_code", "gates_failed",
                "checkpoint_sha256", "token_sha256", "suites", "reference_dtype", "candidate_dtype", "git_revision",
-               "git_dirty", "laya_opt_version", "mlx_version", "device", "backend", "blas", "reference_cache")
+               "git_dirty", "laya_opt_version", "mlx_version", "device", "backend", "blas", "reference_cache",
+               "kind")
 STAGE_COLUMNS = ("run_id", "stage_index", "stage", "verdict", "exact", *STAGE_METRICS, "wall_s", "latency")
 
 
@@ -132,6 +135,7 @@ def run_row(manifest: Mapping, results_dir: Path, exit_code: int) -> dict:
         "device": environment["device"], "backend": environment.get("backend"),
         "blas": (environment.get("blas") or {}).get("kind"),
         "reference_cache": (manifest.get("reference", {}).get("cache") or {}).get("status"),
+        "kind": manifest.get("kind", "run"),  # results written before bench shared the format are runs
     }
 
 
@@ -206,6 +210,9 @@ def _create(connection: sqlite3.Connection) -> None:
     """The tables (another process may be creating them too: IF NOT EXISTS)."""
     for statement in filter(str.strip, SCHEMA.split(";")):
         connection.execute(statement)
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+    if "kind" not in columns:  # a schema-1 database: its runs were all `run`s
+        connection.execute("ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run'")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -233,6 +240,7 @@ class HistoryFilter:
     stage: str | None = None
     checkpoint: str | None = None     # a prefix of the checkpoint's SHA-256
     since: str | None = None          # utc_text form
+    kind: str | None = None           # "run" or "bench"
     limit: int = 50                   # runs, newest first
 
 
@@ -243,7 +251,8 @@ def query(path: Path | None = None, where: HistoryFilter = HistoryFilter()) -> l
         return []
     conditions, values = [], []
     for clause, value in (("r.experiment = ?", where.experiment), ("s.stage = ?", where.stage),
-                          ("r.checkpoint_sha256 LIKE ? || '%'", where.checkpoint), ("r.started_utc >= ?", where.since)):
+                          ("r.checkpoint_sha256 LIKE ? || '%'", where.checkpoint), ("r.started_utc >= ?", where.since),
+                          ("r.kind = ?", where.kind)):
         if value is not None:
             conditions.append(clause)
             values.append(value)

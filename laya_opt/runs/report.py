@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -87,12 +87,15 @@ def measurement_record(m) -> dict:
                                                        "high": m.speedup.high, "blocks": m.speedup.blocks}}
 
 
-def stage_record(stage: StageResult, bench: BenchResult | None, allow_failed_gates: bool) -> dict:
-    """One stages.jsonl row: everything the table, report.md and later tools need about a stage."""
+def stage_record(stage: StageResult, bench: BenchResult | None, allow_failed_gates: bool,
+                 label: Callable[[StageResult], str] = stage_label) -> dict:
+    """One stages.jsonl row: everything the table, report.md and later tools need about a stage.
+
+    Its timings are the cells of the runtime `label(stage)` (bench times stage 0 as its `mlx eager` baseline)."""
     timings: dict = {}
     if bench is not None and stage.accepted:
         for m in bench.measurements:
-            if m.runtime == stage_label(stage):
+            if m.runtime == label(stage):
                 timings.setdefault(m.workload, {})[m.mode] = measurement_record(m)
     reports = {"incremental": stage.incremental, "cumulative": stage.cumulative}
     return plain({

@@ -11,7 +11,8 @@ on a model built from the configs); `explain` runs it too.
 
 Around the pipeline: the reference outputs come from the reference cache when every key component
 matches (`refcache`), an accepted stage can be exported as a quantized checkpoint (`export`), and the
-finished run is appended to the run history (`history`).
+finished run is appended to the run history (`history`). `bench` (headtohead) writes the same format through
+these functions (docs/results.md), its manifest's `kind` saying which command wrote it.
 """
 from __future__ import annotations
 
@@ -171,9 +172,10 @@ class RunFacts:
 
 def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime, result: PipelineResult,
                    bench_result: BenchResult | None, started: datetime, allow_failed_gates: bool,
-                   facts: RunFacts) -> dict:
+                   facts: RunFacts, kind: str = "run") -> dict:
     seed = inputs.bench_config.seed if inputs.bench_config else 0
     return {
+        "kind": kind,  # "run" or "bench": which command wrote the directory (same format either way)
         "experiment": experiment.name, "started_utc": started.isoformat(), "resolved": experiment.resolved(),
         "checkpoint": {"path": str(inputs.checkpoint.path), "sha256": facts.weights_sha256},
         # The dtype the reference's weights are in (Pipeline.run refused it if that is not the declared one).
@@ -190,16 +192,26 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
     }
 
 
-def write_results(directory: Path, manifest: dict, records: Sequence[dict], bench_result: BenchResult | None) -> None:
-    timings = {"baseline": REFERENCE_LABEL, "config": None if bench_result is None else plain(bench_result.config),
-               "summary": [] if bench_result is None else latency_records(bench_result),
-               "samples": {} if bench_result is None else bench_result.samples()}
-    manifest["plots"] = write_run_plots(records, plain(timings), directory) if plots_available() else None
+def results_timings(bench_result: BenchResult | None, baseline: str = REFERENCE_LABEL,
+                    baseline_stage: int | None = None) -> dict:
+    """timings.json: every timed cell's summary and raw samples, against `baseline` (stage `baseline_stage`'s
+    runtime, or None: the reference's)."""
+    return {"baseline": baseline, "baseline_stage": baseline_stage,
+            "config": None if bench_result is None else plain(bench_result.config),
+            "summary": [] if bench_result is None else latency_records(bench_result),
+            "samples": {} if bench_result is None else bench_result.samples()}
+
+
+def write_results(directory: Path, manifest: dict, records: Sequence[dict], timings: dict,
+                  render: Callable[[dict, Sequence[dict], dict], str] = render_report,
+                  draw: Callable[[Sequence[dict], dict, Path], list] = write_run_plots) -> None:
+    """The four files of a results directory; `render` writes report.md and `draw` the plots (their names)."""
+    manifest["plots"] = draw(records, plain(timings), directory) if plots_available() else None
     _write_json(directory / "manifest.json", manifest)
     (directory / "stages.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n"
                                                     for record in records), encoding="utf-8")
     _write_json(directory / "timings.json", timings)
-    (directory / "report.md").write_text(render_report(plain(manifest), records, plain(timings)), encoding="utf-8")
+    (directory / "report.md").write_text(render(plain(manifest), records, plain(timings)), encoding="utf-8")
 
 
 def publish_unique(staging: Path, out_root: Path, base_name: str) -> Path:
@@ -229,6 +241,13 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
     return cached_reference(key, compute)
 
 
+def measure_inputs(reference: Runtime, inputs: RunInputs) -> dict:
+    """What the reference cache key and the manifest need measured once: weights and token hashes, the platform."""
+    return {"weights_sha256": file_sha256(inputs.checkpoint.path / "model.safetensors"),
+            "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
+            "platform": environment()}
+
+
 def record_history(manifest: dict, records: Sequence[dict], results_dir: Path, exit_code: int) -> str:
     """Append the run to the history; a history that cannot be written costs a warning, not the results."""
     try:
@@ -256,9 +275,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint.path} as "
         f"{experiment.reference_dtype} (reference)")
     reference = load_reference(experiment, inputs)
-    measured = {"weights_sha256": file_sha256(inputs.checkpoint.path / "model.safetensors"),
-                "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
-                "platform": environment()}
+    measured = measure_inputs(reference, inputs)
     base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     with staging_dir(out_root, base_name) as staging:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)
@@ -283,7 +300,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         rows = tuple(row_from_record(record, workload_names) for record in records)
         manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates,
                                   facts)
-        write_results(staging, manifest, records, bench_result)
+        write_results(staging, manifest, records, results_timings(bench_result))
         target = publish_unique(staging, out_root, base_name)
     outcome = RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
                          workloads=workload_names, allow_failed_gates=allow_failed_gates, reference_cache=cached,

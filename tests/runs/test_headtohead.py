@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from laya_opt.cli import main
-from laya_opt.runs.headtohead import answer_drift, render_head_to_head
+from laya_opt.runs.headtohead import answer_drift, load_bench, render_head_to_head
 from laya_opt.timing.peer import upstream_problem
 
 EXPERIMENT = """name: h2h-tiny
@@ -20,6 +20,12 @@ passes:
   - {{name: noisy_scorer, on_fail: reject}}
 plugins: [fake_passes]
 """
+
+
+def only_result(root):
+    """The one results directory a bench wrote under `root`."""
+    (directory,) = root.iterdir()
+    return directory
 
 
 def test_answer_drift_compares_argmax_and_probabilities():
@@ -43,7 +49,8 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     result = CliRunner().invoke(main, ["bench", str(path), "--workload", "short-1", "--requests", "2", "--warmup", "0",
                                        "--blocks", "2", "--out", str(out)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    record = json.loads((out / "head_to_head.json").read_text())
+    out = only_result(out)  # the bench writes a results directory under --out (it was --out itself)
+    record = load_bench(out)
     assert record["peer_note"] == upstream_problem() and record["token_identity"] is None
     assert record["suite_labels"] == "used"  # the tiny checkpoint does not say its weights are random
     assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
@@ -74,7 +81,8 @@ def test_bench_can_time_only_the_final_stage_while_gating_every_stage(tiny_check
             "--no-profile", "--time", "final", "--out", str(out)]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    record = json.loads((out / "head_to_head.json").read_text())
+    out = only_result(out)
+    record = load_bench(out)
     assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
     assert {row["runtime"] for row in record["bench"]["summary"]} == {"mlx eager", "2:masks_once"}
     assert set(record["answers"]) == {"mlx eager", "2:masks_once"} and record["timed_stages"] == "final"
@@ -128,9 +136,10 @@ def test_a_random_checkpoint_is_gated_without_its_suite_labels(tiny_checkpoint_d
                                        "--blocks", "1", "--no-profile", "--out", str(tmp_path / "out")],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    record = json.loads((tmp_path / "out" / "head_to_head.json").read_text())
+    out = only_result(tmp_path / "out")
+    record = load_bench(out)
     assert record["suite_labels"].startswith("ignored: the checkpoint has random weights")
-    assert "suite labels ignored" in result.output and "- suite labels: ignored" in (tmp_path / "out/report.md").read_text()
+    assert "suite labels ignored" in result.output and "- suite labels: ignored" in (out / "report.md").read_text()
     assert [s["verdict"] for s in record["stages"]] == ["accepted", "accepted", "accepted", "rejected"]
 
 

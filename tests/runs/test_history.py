@@ -158,3 +158,22 @@ def test_locked_answers_are_retried_and_other_errors_are_not():
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         retrying(broken)
     assert len(calls) == 1
+
+
+def test_a_schema_1_database_gains_the_kind_column_and_its_runs_read_as_runs(results, tmp_path):
+    from laya_opt.runs.history import SCHEMA
+
+    db = tmp_path / "old.sqlite3"
+    old_schema = SCHEMA.replace(",\n    kind TEXT NOT NULL DEFAULT 'run'", "")
+    assert old_schema != SCHEMA
+    with sqlite3.connect(db) as connection:
+        connection.executescript(old_schema + "PRAGMA user_version = 1;")
+        connection.execute("INSERT INTO runs (recorded_utc, started_utc, experiment, results_dir, exit_code, "
+                           "gates_failed) VALUES ('2029-01-01T00:00:00Z', '2029-01-01T00:00:00Z', 'old', 'r', 0, 0)")
+        connection.execute("INSERT INTO stages (run_id, stage_index, stage, verdict, exact) "
+                           "VALUES (1, 0, 'baseline', 'accepted', 1)")
+    append_run({**results.manifest, "kind": "bench"}, results.stages, results.path, 0, path=db)
+    kinds = {row["experiment"]: row["kind"] for row in query(db)}
+    assert kinds == {"old": "run", "hist": "bench"}
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2

@@ -28,6 +28,12 @@ SAVED_DENSE_PER_ROW = {"selected_q": 18, "split_projection": 20}
 @dataclass(frozen=True)
 @checked
 class HeadPruneFinalConfig:
+    """Settings of head_prune_final.
+
+    Attributes:
+        variant: selected_q projects every row with the fused in_proj, then keeps the selected queries;
+            split_projection projects queries from the selected rows only
+    """
     variant: Literal["selected_q", "split_projection"] = "selected_q"
 
 

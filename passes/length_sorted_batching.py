@@ -21,6 +21,12 @@ NAME = "length_sorted_batching"
 @dataclass(frozen=True)
 @checked
 class LengthSortedBatchingConfig:
+    """Settings of length_sorted_batching.
+
+    Attributes:
+        max_questions: questions (rows) per forward
+        token_budget: padded tokens (rows x padded length) per forward; a longer single question runs alone
+    """
     max_questions: int = field(default=16, metadata={"min": 1})    # rows per forward
     # padded tokens (B · L) per forward; a longer single question runs alone
     token_budget: int = field(default=8192, metadata={"min": 1})

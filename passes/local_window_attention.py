@@ -24,6 +24,12 @@ NAME = "local_window_attention"
 @dataclass(frozen=True)
 @checked
 class LocalWindowAttentionConfig:
+    """Settings of local_window_attention.
+
+    Attributes:
+        block_size: queries per block; a block reads block_size + 2 x window keys
+        min_length: sequences shorter than this keep the dense band mask (the banded path can lose when short)
+    """
     block_size: int = field(default=64, metadata={"min": 1})  # queries per block; a block reads block_size + 2w keys
     # sequences shorter than this keep the dense band mask (banded can lose when short)
     min_length: int = field(default=0, metadata={"min": 0})

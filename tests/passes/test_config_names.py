@@ -1,10 +1,12 @@
-"""One naming rule for config classes: the pass name in CamelCase + "Config"; the old names stay as aliases."""
+"""Config classes: one naming rule (the pass name in CamelCase + "Config", old names kept as aliases), every
+setting documented."""
 from __future__ import annotations
 
 import pytest
 
 import laya_opt as lo
 from laya_opt.passes import OLD_CONFIG_NAMES, config_class_name, pass_modules
+from laya_opt.util.settings_doc import attribute_docs, describe_settings
 
 
 @pytest.mark.parametrize("module", pass_modules(), ids=lambda module: module.PASS.name)
@@ -30,3 +32,12 @@ def test_the_old_names_still_build_the_same_config(old, pass_name):
 def test_an_unknown_config_name_lists_the_known_ones():
     with pytest.raises(AttributeError, match="HeadPruneFinalConfig"):
         lo.passes.HeadPrunConfig  # noqa: B018
+
+
+@pytest.mark.parametrize("module", pass_modules(), ids=lambda module: module.PASS.name)
+def test_every_setting_of_every_built_in_pass_says_what_it_does(module):
+    """`laya-opt passes` shows these; a new setting without a line in `Attributes:` fails here."""
+    config_type = module.PASS.config_type
+    fields = [setting.name for setting in describe_settings(config_type)]
+    assert [name for name in fields if not describe_settings(config_type)[fields.index(name)].description] == []
+    assert set(attribute_docs(config_type)) <= set(fields)  # no description of a setting that does not exist

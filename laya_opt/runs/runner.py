@@ -113,8 +113,10 @@ def load_inputs(experiment: Experiment, bench: bool = True, requests: int | None
     """Checkpoint files, suites and workloads; problems are ExperimentErrors naming the key path."""
     try:
         checkpoint = inspect_checkpoint(experiment.checkpoint)
-    except InputError as exc:
-        raise _named(experiment, f"checkpoint: {exc}") from None
+    except InputError as exc:  # named by the YAML key, or by the command-line option that overrode it
+        message = f"{experiment.checkpoint_key}: {exc}"
+        raise (_named(experiment, message) if experiment.checkpoint_key == "checkpoint" else
+               ExperimentError(message)) from None
     suites = []
     for index, path in enumerate(experiment.suites):
         try:

@@ -74,6 +74,7 @@ class RunOutcome:
     reference_cache: CacheResult | None = None
     export: dict | None = None       # what export_stage reported; None: no export asked for
     history: str = ""                # where the run was recorded, or why it was not
+    bench_skipped: str | None = None  # why a benchmark the experiment asked for was not run
 
     @property
     def gates_failed(self) -> bool:
@@ -231,6 +232,18 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
     return cached_reference(key, compute)
 
 
+def timed_stages(result: PipelineResult) -> tuple[tuple, str | None]:
+    """(the stages to time against the reference, why none are): every accepted stage, unless the experiment
+    has passes and none of them was accepted. Then the only accepted stage is stage 0, the reference itself
+    or its cast, and timing it would print "speed-ups" of a run that found nothing (noise, when the dtype
+    stays). An experiment without passes is timed as before: stage 0 is what it asks to measure.
+    """
+    accepted = result.accepted_stages
+    if len(result.planned) > 1 and not any(stage.index > 0 for stage in accepted):
+        return (), "no candidate stage was accepted, so nothing was timed against the reference"
+    return accepted, None
+
+
 def record_history(manifest: dict, records: Sequence[dict], results_dir: Path, exit_code: int) -> str:
     """Append the run to the history; a history that cannot be written costs a warning, not the results."""
     try:
@@ -269,27 +282,33 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         result = experiment.pipeline().run(reference, inputs.requests, progress=say,
                                            reference_dtype=experiment.reference_dtype, track=track,
                                            reference_outputs=cached.outputs)
-        bench_result = None
+        bench_result, bench_skipped = None, None
         if inputs.bench_config is not None:
-            runtimes = {REFERENCE_LABEL: reference}
-            runtimes.update({stage_label(stage): stage.runtime for stage in result.accepted_stages})
-            say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
-            bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config, show_progress)
+            timed, bench_skipped = timed_stages(result)
+            if bench_skipped:
+                say(f"benchmark skipped: {bench_skipped}")
+            else:
+                runtimes = {REFERENCE_LABEL: reference}
+                runtimes.update({stage_label(stage): stage.runtime for stage in timed})
+                say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
+                bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config,
+                                         show_progress)
         exported = None
         if experiment.export is not None:
             exported = export_stage(experiment.export, result, experiment.registry)
             say(f"export: {exported['summary']}")
         facts = RunFacts(reference_cache=cached, export=exported, **measured)
-        workload_names = tuple(w.name for w in inputs.workloads)
+        workload_names = tuple(w.name for w in inputs.workloads) if bench_result is not None else ()
         records = tuple(stage_record(stage, bench_result, allow_failed_gates) for stage in result.stages)
         rows = tuple(row_from_record(record, workload_names) for record in records)
         manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates,
                                   facts)
+        manifest["benchmark_skipped"] = bench_skipped
         write_results(staging, manifest, records, bench_result)
         target = publish_unique(staging, out_root, base_name)
     outcome = RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
                          workloads=workload_names, allow_failed_gates=allow_failed_gates, reference_cache=cached,
-                         export=exported)
+                         export=exported, bench_skipped=bench_skipped)
     if history:
         outcome = dataclasses.replace(outcome, history=record_history(plain(manifest), records, target,
                                                                       outcome.exit_code))
@@ -321,6 +340,8 @@ def print_outcome(outcome: RunOutcome, console) -> None:
     best = best_rejected(outcome.records)
     if best is not None:
         line(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results")
+    if outcome.bench_skipped:
+        line(f"[yellow]benchmark skipped:[/] {outcome.bench_skipped} (no speed-up is claimed)")
     if outcome.export is not None:
         style = {"written": "green", "skipped": "yellow"}.get(outcome.export["status"], "bold red")
         line(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}")
@@ -337,4 +358,4 @@ def outcome_json(outcome: RunOutcome) -> dict:
                   "reference": None if cache is None else {"status": cache.status, "summary": cache.describe(),
                                                            "key": cache.key.digest if cache.key else None},
                   "stages": [dataclasses.asdict(row) for row in outcome.rows], "export": outcome.export,
-                  "history": outcome.history})
+                  "history": outcome.history, "benchmark_skipped": outcome.bench_skipped})

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from laya_opt.timing.bench import BenchResult, tail_warning, thin_tails
+from laya_opt.runs.next_steps import next_steps_section
 from laya_opt.runs.pipeline import StageResult
 from laya_opt.util.markdown import markdown_table
 
@@ -328,7 +329,7 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     if waived:
         names = ", ".join(f"{r['index']} {r['stage']}" for r in waived)
         lines += [f"**Failed gates WAIVED by --allow-failed-gates** in stage(s): {names}.", ""]
-    lines += _best_rejected_section(records)
+    lines += _best_rejected_section(records) + next_steps_section(manifest, records)
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]

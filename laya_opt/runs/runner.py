@@ -35,6 +35,7 @@ from laya_opt.runs.export import export_stage
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.suites.workloads import build_workload
 from laya_opt.runs.history import append_run
+from laya_opt.runs.next_steps import next_steps
 from laya_opt.runs.pipeline import PipelineResult, check_reference, evaluate_reference, suite_requests
 from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, silent
@@ -75,6 +76,7 @@ class RunOutcome:
     export: dict | None = None       # what export_stage reported; None: no export asked for
     history: str = ""                # where the run was recorded, or why it was not
     bench_skipped: str | None = None  # why a benchmark the experiment asked for was not run
+    manifest: dict = dataclasses.field(default_factory=dict)  # manifest.json as written
 
     @property
     def gates_failed(self) -> bool:
@@ -308,7 +310,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         target = publish_unique(staging, out_root, base_name)
     outcome = RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
                          workloads=workload_names, allow_failed_gates=allow_failed_gates, reference_cache=cached,
-                         export=exported, bench_skipped=bench_skipped)
+                         export=exported, bench_skipped=bench_skipped, manifest=plain(manifest))
     if history:
         outcome = dataclasses.replace(outcome, history=record_history(plain(manifest), records, target,
                                                                       outcome.exit_code))
@@ -342,6 +344,11 @@ def print_outcome(outcome: RunOutcome, console) -> None:
         line(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results")
     if outcome.bench_skipped:
         line(f"[yellow]benchmark skipped:[/] {outcome.bench_skipped} (no speed-up is claimed)")
+    steps = next_steps(outcome.manifest, outcome.records)
+    if steps:
+        line("[bold]next steps:[/]")
+        for step in steps:
+            console.print(f"  - {step}", highlight=False, soft_wrap=True, markup=False)
     if outcome.export is not None:
         style = {"written": "green", "skipped": "yellow"}.get(outcome.export["status"], "bold red")
         line(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}")

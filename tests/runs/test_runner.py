@@ -119,6 +119,23 @@ def test_a_run_with_an_accepted_pass_is_still_timed(write_experiment, tmp_path):
     assert "short-1 p50 speedup" in (results_dir / "report.md").read_text()
 
 
+def test_a_rejected_stage_prints_and_reports_what_to_try_next(write_experiment, tmp_path, tiny_checkpoint_dir):
+    path = write_experiment([{"name": "noisy_scorer", "config": {"scale": 5.0}, "on_fail": "reject"}])
+    result = invoke(path, "--no-bench", "--output-dir", tmp_path / "out", "--checkpoint", tiny_checkpoint_dir)
+    assert result.exit_code == 3, result.output
+    again = f"{path} --checkpoint {tiny_checkpoint_dir}"
+    (results_dir,) = (tmp_path / "out").iterdir()
+    report = (results_dir / "report.md").read_text()
+    for text in (result.output, report):
+        assert f"`laya-opt bisect {again}`" in text and f"`laya-opt run {again} --bisect`" in text
+        assert f"`laya-opt explain {again}`" in text and "stage 1 noisy_scorer is the first that failed" in text
+        assert "The gates ran on tiny" in text and f"`laya-opt run {again} --suite NAME`" in text
+    assert "next steps:" in result.output and "## Next steps" in report
+    passing = invoke(write_experiment([{"name": "note"}], name="ok"), "--no-bench", "--output-dir", tmp_path / "ok")
+    assert passing.exit_code == 0 and "next steps" not in passing.output
+    assert "## Next steps" not in (next((tmp_path / "ok").iterdir()) / "report.md").read_text()
+
+
 def test_a_stopped_baseline_is_written_too(write_experiment, tmp_path):
     path = write_experiment([{"name": "note"}], gates={"cumulative": ["max_abs_dp <= -1"]})
     result = invoke(path, "--no-bench", "--output-dir", tmp_path / "out")

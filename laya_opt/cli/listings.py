@@ -139,8 +139,9 @@ def experiments_listing(directory: Path) -> list[dict]:
 @click.option("--json", "as_json", is_flag=True, help="Print the experiments as JSON.")
 def experiments(directory: Path, as_json: bool) -> None:
     """List the experiment files in DIRECTORY (default: ./experiments): name, passes, suites, dtypes, benchmark
-    workloads and the purpose the file's first comment gives. Each file is checked as `run` would check it
-    (no weight is read); invalid ones are listed with their error, and the command then exits 2.
+    workloads and the purpose the file's first comment gives. Each file is validated as `run` reads it (keys,
+    pass names and settings, suites, gates file; `explain` also checks the checkpoint); invalid ones are
+    listed with their error, and the command then exits 2.
 
     Example: `laya-opt experiments`, then `laya-opt explain experiments/quant_enc8.yaml`.
     """

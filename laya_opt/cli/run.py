@@ -110,7 +110,9 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     The reference outputs come from the reference cache when nothing they depend on changed (the console
     and report.md say "cache hit" or "computed"); every run is appended to the run history
     (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
-    to passing. With --bisect, a failed gate is followed by a bisection of the stack.
+    to passing, and is not benchmarked (there is nothing to time against the reference). A rejected stage
+    prints next steps: bisect, explain and the suite to change. With --bisect, a failed gate is followed by
+    a bisection of the stack. --checkpoint, --candidate-dtype and --suite override the file's settings.
     """
     from laya_opt.util.errors import ExperimentError
     from laya_opt.runs.experiment import export_plan

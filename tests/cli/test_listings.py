@@ -115,3 +115,8 @@ def test_suites_lists_every_bundled_suite_with_its_counts():
         assert sum(entry["by_type"].values()) == entry["questions"] and entry["purpose"] == suite.description
     table = invoke("suites")
     assert "smoke" in table.output and "records" in table.output and "purpose" in table.output
+
+
+def test_help_lists_the_listing_commands():
+    result = invoke("--help")
+    assert all(command in result.output for command in ("passes", "experiments", "suites"))

@@ -40,7 +40,8 @@ def test_run_checkpoint_overrides_the_experiments_and_is_recorded(experiment_fil
 
 @pytest.mark.parametrize("make, message", [
     (lambda tmp: tmp / "missing", "does not exist (laya-opt never downloads weights)"),
-    (lambda tmp: (tmp / "weights.bin").write_bytes(b"x") and tmp / "weights.bin", "is a file; a checkpoint is a directory"),
+    (lambda tmp: (tmp / "weights.bin").write_bytes(b"x") and tmp / "weights.bin",
+     "is a file; a checkpoint is a directory"),
     (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "Not a complete Laya checkpoint"),
 ])
 @pytest.mark.parametrize("command", ["run", "explain", "bisect"])

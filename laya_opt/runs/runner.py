@@ -36,7 +36,7 @@ from laya_opt.suites.suite_file import load_suite
 from laya_opt.suites.workloads import build_workload
 from laya_opt.runs.history import append_run
 from laya_opt.runs.next_steps import next_steps
-from laya_opt.runs.pipeline import PipelineResult, check_reference, evaluate_reference, suite_requests
+from laya_opt.runs.pipeline import PipelineResult, StageResult, check_reference, evaluate_reference, suite_requests
 from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
@@ -234,7 +234,7 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
     return cached_reference(key, compute)
 
 
-def timed_stages(result: PipelineResult) -> tuple[tuple, str | None]:
+def timed_stages(result: PipelineResult) -> tuple[tuple[StageResult, ...], str | None]:
     """(the stages to time against the reference, why none are): every accepted stage, unless the experiment
     has passes and none of them was accepted. Then the only accepted stage is stage 0, the reference itself
     or its cast, and timing it would print "speed-ups" of a run that found nothing (noise, when the dtype

@@ -60,3 +60,12 @@ def test_explain_and_run_take_the_same_overrides(experiment_file, tiny_checkpoin
     assert plan.exit_code == 0, plan.output
     assert f"checkpoint  {tiny_checkpoint_dir}" in plan.output and "candidate float16" in plan.output
     assert "smoke.jsonl" in plan.output
+
+
+def test_a_misspelt_pass_in_the_experiment_gets_a_suggestion_from_run_and_explain(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump({"name": "typo", "passes": [{"name": "compile_bucket"}]}))
+    for command in ("run", "explain", "bisect"):
+        result = invoke(command, path)
+        assert result.exit_code == 2, result.output
+        assert "passes[0].name: unknown pass 'compile_bucket'; did you mean 'compile_buckets'?" in result.output

@@ -5,9 +5,9 @@ The public API, in four calls::
     import laya_opt as lo
 
     reference = lo.load()                                  # the bundled stand-in, float32
-    fast = lo.apply(lo.load(dtype="float16"), lo.passes.HeadPruneConfig())      # one pass, by config
+    fast = lo.apply(lo.load(dtype="float16"), lo.passes.HeadPruneFinalConfig()) # one pass, by config
     fast = lo.apply(fast, "compile_buckets", multiple=16)                       # ... or by name
-    result = lo.run_pipeline(reference, [lo.passes.HeadPruneConfig(), lo.passes.CompileBucketsConfig()],
+    result = lo.run_pipeline(reference, [lo.passes.HeadPruneFinalConfig(), lo.passes.CompileBucketsConfig()],
                              suite="smoke", dtype="float16")                   # gated stage by stage
     timings = lo.benchmark({"reference": reference, "fast": result.final_runtime}, workloads=["short-1"])
 

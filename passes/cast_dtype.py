@@ -24,6 +24,11 @@ NAME = "cast_dtype"
 @dataclass(frozen=True)
 @checked
 class CastDtypeConfig:
+    """Settings of cast_dtype.
+
+    Attributes:
+        dtype: the dtype the floating weights, and so the activations, are cast to
+    """
     dtype: Literal["float32", "float16", "bfloat16"]
 
 

@@ -32,6 +32,17 @@ NAME = "compile_buckets"
 @dataclass(frozen=True)
 @checked
 class CompileBucketsConfig:
+    """Settings of compile_buckets.
+
+    Attributes:
+        buckets: explicit padded lengths, strictly increasing; empty: planned from plan_from, or multiples
+        batch_buckets: row counts a batch is padded up to (fewer shapes to compile); empty: the exact row count
+        slot_buckets: option-slot counts a batch is padded up to; empty: the exact option count
+        multiple: with neither buckets nor plan_from, the buckets are the multiples of this up to max_len
+        plan_from: a suite or workload name whose length histogram plans the buckets; none: no planning
+        max_padding_waste: planning budget, padded tokens over real tokens, in [0, 1)
+        max_buckets: planning cap on the number of buckets
+    """
     buckets: tuple[int, ...] = ()       # explicit padded lengths, increasing; empty: planned or multiples
     # Row and option-slot counts to pad up to (fewer shapes to compile); empty: the exact B and K.
     batch_buckets: tuple[int, ...] = ()

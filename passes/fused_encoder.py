@@ -33,6 +33,14 @@ NAME = "fused_encoder"
 @dataclass(frozen=True)
 @checked
 class FusedEncoderConfig:
+    """Settings of fused_encoder.
+
+    Attributes:
+        norms: residual add + LayerNorm in one kernel
+        rope: Wqkv output to contiguous q, k, v with RoPE applied, in one kernel
+        geglu: gelu(u) * g in one kernel
+        gemm: the MLP's dense Linears (and attention's when rope is on) through the small-M tensor-core kernel
+    """
     norms: bool = True    # residual add + LayerNorm in one kernel
     rope: bool = True     # Wqkv output -> contiguous q, k, v with RoPE, one kernel
     geglu: bool = True    # gelu(u) * g in one kernel

@@ -27,7 +27,13 @@ SAVED_DENSE_PER_ROW = {"selected_q": 18, "split_projection": 20}
 
 @dataclass(frozen=True)
 @checked
-class HeadPruneConfig:
+class HeadPruneFinalConfig:
+    """Settings of head_prune_final.
+
+    Attributes:
+        variant: selected_q projects every row with the fused in_proj, then keeps the selected queries;
+            split_projection projects queries from the selected rows only
+    """
     variant: Literal["selected_q", "split_projection"] = "selected_q"
 
 
@@ -102,7 +108,7 @@ def flop_reduction(encoder: EncoderConfig, head_layers: int, shapes: Sequence[tu
 # ----------------------------------------------------------------------------- the pass
 
 
-def apply(runtime, config: HeadPruneConfig, data):
+def apply(runtime, config: HeadPruneFinalConfig, data):
     model = runtime.model
     head_layers = len(model.head_layers)
     if config.variant == "split_projection" and head_layers:
@@ -118,6 +124,6 @@ def apply(runtime, config: HeadPruneConfig, data):
     return runtime.replace(kernels=kernels), report
 
 
-PASS = PassSpec(name=NAME, config_type=HeadPruneConfig, apply=apply, exact=True,
+PASS = PassSpec(name=NAME, config_type=HeadPruneFinalConfig, apply=apply, exact=True,
                 description="last head layer computes queries, out_proj and FFN only for [CLS] and marker rows",
                 replaces=frozenset({"kernels"}), kernels=frozenset({"final_head_layer"}))

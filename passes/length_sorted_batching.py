@@ -20,7 +20,13 @@ NAME = "length_sorted_batching"
 
 @dataclass(frozen=True)
 @checked
-class LengthSortedConfig:
+class LengthSortedBatchingConfig:
+    """Settings of length_sorted_batching.
+
+    Attributes:
+        max_questions: questions (rows) per forward
+        token_budget: padded tokens (rows x padded length) per forward; a longer single question runs alone
+    """
     max_questions: int = field(default=16, metadata={"min": 1})    # rows per forward
     # padded tokens (B · L) per forward; a longer single question runs alone
     token_budget: int = field(default=8192, metadata={"min": 1})
@@ -42,7 +48,7 @@ def sorted_groups(lengths: Sequence[int], max_questions: int, token_budget: int)
     return groups
 
 
-def length_sorted_planner(config: LengthSortedConfig) -> Planner:
+def length_sorted_planner(config: LengthSortedBatchingConfig) -> Planner:
     def plan(items: Sequence[PreparedQuestion]) -> list[tuple[int, ...]]:
         return sorted_groups([item.length for item in items], config.max_questions, config.token_budget)
 
@@ -51,12 +57,12 @@ def length_sorted_planner(config: LengthSortedConfig) -> Planner:
     return plan
 
 
-def apply(runtime, config: LengthSortedConfig, data):
+def apply(runtime, config: LengthSortedBatchingConfig, data):
     report = {"max_questions": config.max_questions, "token_budget": config.token_budget,
               "replaced_planner": getattr(runtime.planner, "description", repr(runtime.planner))}
     return runtime.replace(planner=length_sorted_planner(config)), report
 
 
-PASS = PassSpec(name=NAME, config_type=LengthSortedConfig, apply=apply, exact=True,
+PASS = PassSpec(name=NAME, config_type=LengthSortedBatchingConfig, apply=apply, exact=True,
                 description="batches questions by sorted length under a question cap and a padded-token budget",
                 replaces=frozenset({"planner"}))

@@ -23,7 +23,13 @@ NAME = "local_window_attention"
 
 @dataclass(frozen=True)
 @checked
-class LocalWindowConfig:
+class LocalWindowAttentionConfig:
+    """Settings of local_window_attention.
+
+    Attributes:
+        block_size: queries per block; a block reads block_size + 2 x window keys
+        min_length: sequences shorter than this keep the dense band mask (the banded path can lose when short)
+    """
     block_size: int = field(default=64, metadata={"min": 1})  # queries per block; a block reads block_size + 2w keys
     # sequences shorter than this keep the dense band mask (banded can lose when short)
     min_length: int = field(default=0, metadata={"min": 0})
@@ -85,7 +91,7 @@ def banded_attention(q: mx.array, k: mx.array, v: mx.array, valid: mx.array, win
     return out.reshape(batch, heads, blocks * block_size, head_dim)[:, :, :length]
 
 
-def make_local_window_attention(config: LocalWindowConfig) -> AttentionFn:
+def make_local_window_attention(config: LocalWindowAttentionConfig) -> AttentionFn:
     """A `Kernels.sliding_attention` that uses the banded kernel from `min_length` tokens on."""
 
     def local_window_attention(q: mx.array, k: mx.array, v: mx.array, ctx: AttentionInputs,
@@ -119,7 +125,7 @@ def attention_pairs(length: int, window: int, block_size: int, min_length: int =
 # ----------------------------------------------------------------------------- the pass
 
 
-def apply(runtime, config: LocalWindowConfig, data):
+def apply(runtime, config: LocalWindowAttentionConfig, data):
     encoder = runtime.encoder_config
     sliding_layers = sum(kind == "sliding_attention" for kind in encoder.layer_types)
     kernels = dataclasses.replace(runtime.kernels, sliding_attention=make_local_window_attention(config))
@@ -130,6 +136,6 @@ def apply(runtime, config: LocalWindowConfig, data):
     return runtime.replace(kernels=kernels), report
 
 
-PASS = PassSpec(name=NAME, config_type=LocalWindowConfig, apply=apply, exact=True,
+PASS = PassSpec(name=NAME, config_type=LocalWindowAttentionConfig, apply=apply, exact=True,
                 description="sliding layers attend per query block to their key slice only (banded, exact)",
                 replaces=frozenset({"kernels"}), kernels=frozenset({"sliding_attention"}))

@@ -24,7 +24,7 @@ NAME = "masks_once"
 @dataclass(frozen=True)
 @checked
 class MasksOnceConfig:
-    pass
+    """masks_once has no settings."""
 
 
 def additive(allowed: mx.array, dtype: mx.Dtype) -> mx.array:

@@ -25,6 +25,11 @@ NAME = "prefix_cache"
 @dataclass(frozen=True)
 @checked
 class PrefixCacheConfig:
+    """Settings of prefix_cache.
+
+    Attributes:
+        capacity: prepared question prefixes kept; the least recently used goes first
+    """
     capacity: int = field(default=128, metadata={"min": 1})   # prefixes kept (least recently used goes first)
 
 

@@ -22,7 +22,7 @@ NAME = "qkv_views"
 @dataclass(frozen=True)
 @checked
 class QkvViewsConfig:
-    pass
+    """qkv_views has no settings."""
 
 
 def view_self_attention(attn: ModernBertAttention, x: mx.array, ctx: AttentionInputs,

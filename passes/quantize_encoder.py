@@ -26,6 +26,15 @@ NAME = "quantize_encoder"
 @dataclass(frozen=True)
 @checked
 class QuantizeEncoderConfig:
+    """Settings of quantize_encoder.
+
+    Attributes:
+        bits: bits per weight (affine mode: 2 to 8; the fp modes fix it)
+        group_size: weights sharing one scale; it must divide every selected module's input width
+        mode: affine, mxfp4, mxfp8 or nvfp4
+        include: module path prefixes or globs to quantize (replaces the default, the encoder layers' Linears)
+        exclude: module path prefixes or globs kept dense, e.g. encoder.layers.0.
+    """
     bits: int = 8
     group_size: int = 64
     mode: str = "affine"        # affine | mxfp4 | mxfp8 | nvfp4 (the fp formats fix bits and group size)

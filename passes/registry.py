@@ -5,6 +5,7 @@ imported because a YAML file names it, except modules listed under `plugins:`.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ class Registry:
 
     def get(self, name: str) -> PassSpec:
         if name not in self.passes:
-            raise UnknownPass(f"unknown pass {name!r}; known passes: {', '.join(self.names) or '(none registered)'}")
+            raise UnknownPass(f"unknown pass {name!r}; {did_you_mean(name, self.names)}known passes: "
+                              f"{', '.join(self.names) or '(none registered)'}")
         return self.passes[name]
 
     def for_config(self, config: Any) -> PassSpec:
@@ -46,6 +48,12 @@ class Registry:
             if type(config) is spec.config_type:
                 return spec
         raise UnknownPass(f"no registered pass takes a {type(config).__name__} config")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`did you mean 'x'? ` for the closest known name (difflib's similarity ratio >= 0.6), or nothing."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def specs_of_module(module: ModuleType, source: str) -> list[PassSpec]:

@@ -14,6 +14,7 @@ from laya_opt.cli import calibrate as cli_calibrate
 from laya_opt.cli import diff as cli_diff
 from laya_opt.cli import doctor as cli_doctor
 from laya_opt.cli import history as cli_history
+from laya_opt.cli import listings as cli_listings
 from laya_opt.cli import run as cli_run
 from laya_opt.util.version import VERSION as __version__
 from laya_opt.core.checkpoint import DTYPES, MAX_SEED
@@ -91,6 +92,7 @@ def main(debug):
     fidelity-gated optimization experiments (run, explain), measure the noise the gates rest on
     (calibrate-gates), find why a stack fails (bisect, sensitivity), time stacks head to head against the
     upstream runtime (bench, plot), compare and list runs (diff, history) and check the machine (doctor).
+    List what there is to run: passes (with every setting), experiments, suites.
 
     Exit codes, for every command: 0 success; 2 bad input (one line naming the file, key path, tensor
     or question); 3 a gate failed (run); 1 a pass raised (named) or an unexpected error; 130 interrupted.
@@ -222,6 +224,9 @@ main.add_command(cli_history.history)
 main.add_command(cli_diff.diff)
 main.add_command(cli_calibrate.calibrate_gates)
 main.add_command(cli_bisect.bisect)
+main.add_command(cli_listings.passes)
+main.add_command(cli_listings.experiments)
+main.add_command(cli_listings.suites)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,48 +18,67 @@ import click
 from laya_opt.util.console import output_console, progress_printer
 
 
-@click.command("explain")
-@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
-def explain(experiment_file: str) -> None:
-    """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
+def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...],
+                 checkpoint: str | None = None):
+    """The experiment with the --checkpoint, --candidate-dtype and --suite overrides of `run` (`bisect`,
+    `explain`) applied; the options are kept (`command_options`) so that the next steps a run prints repeat them.
 
-    The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
-    output directory, and every pass's settings against the checkpoint (selectors, group widths, a
-    quantized checkpoint). The plan lists stages, contracts, gates and workloads, then which pass owns
-    each kernel field after each stage."""
-    from laya_opt.runs.experiment import explain as render_plan, load_experiment
-    from laya_opt.runs.runner import preflight
-
-    from laya_opt.passes.contract import kernel_ownership_lines
-
-    experiment = load_experiment(Path(experiment_file))
-    preflight(experiment)
-    click.echo(render_plan(experiment))
-    click.echo("\n".join(["", *kernel_ownership_lines([step.spec for step in experiment.pipeline().steps])]))
-
-
-def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...]):
-    """The experiment with the --candidate-dtype and --suite overrides of `run` (and `bisect`) applied."""
+    The checkpoint is checked later, where the YAML key's is (`runner.load_inputs`), and named `--checkpoint`."""
     from laya_opt.runs.experiment import load_experiment
-    from laya_opt.util.resources import suite_path
+    from laya_opt.util.resources import checkpoint_path, suite_path
 
     experiment = load_experiment(Path(experiment_file))
+    options: list[str] = []
+    if checkpoint is not None:
+        experiment = dataclasses.replace(experiment, checkpoint=checkpoint_path(checkpoint),
+                                         checkpoint_key="--checkpoint")
+        options += ["--checkpoint", checkpoint]
     if candidate_dtype:
         experiment = dataclasses.replace(experiment, candidate_dtype=candidate_dtype)
+        options += ["--candidate-dtype", candidate_dtype]
     if suites:
         experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
                                                                   for name in suites))
-    return experiment
+        options += [item for name in suites for item in ("--suite", name)]
+    return dataclasses.replace(experiment, command_options=tuple(options))
 
 
 candidate_dtype_option = click.option(
     "--candidate-dtype", type=click.Choice(["float32", "float16", "bfloat16"]), default=None,
     help="Override the experiment's candidate dtype (e.g. float32 for quantized runs on a CPU, where "
          "MLX's float16 quantized matmul is very slow); recorded in the manifest.")
+checkpoint_option = click.option(
+    "--checkpoint", default=None,
+    help="Use this checkpoint instead of the experiment's `checkpoint:` (a directory, or `standin` for the bundled "
+         "one); checked like the YAML key, before any weight is read.")
 suite_option = click.option(
     "--suite", "suites", multiple=True,
     help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
          "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
+
+
+@click.command("explain")
+@click.argument("experiment_file", type=click.Path(dir_okay=False, exists=True))
+@checkpoint_option
+@candidate_dtype_option
+@suite_option
+def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str | None,
+            suites: tuple[str, ...]) -> None:
+    """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
+
+    The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
+    output directory, and every pass's settings against the checkpoint (selectors, group widths, a
+    quantized checkpoint). The plan lists stages, contracts, gates and workloads, then which pass owns
+    each kernel field after each stage. --checkpoint, --candidate-dtype and --suite override the file as
+    they do for `run`."""
+    from laya_opt.passes.contract import kernel_ownership_lines
+    from laya_opt.runs.experiment import explain as render_plan
+    from laya_opt.runs.runner import preflight
+
+    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint)
+    preflight(experiment)
+    click.echo(render_plan(experiment))
+    click.echo("\n".join(["", *kernel_ownership_lines([step.spec for step in experiment.pipeline().steps])]))
 
 
 @click.command("run")
@@ -71,6 +90,7 @@ suite_option = click.option(
 @click.option("--requests", type=click.IntRange(min=1), default=None,
               help="Timed requests per workload, runtime and mode (overrides benchmark.requests).")
 @click.option("--no-bench", is_flag=True, help="Gate the stages but skip the benchmark.")
+@checkpoint_option
 @candidate_dtype_option
 @suite_option
 @click.option("--quiet", is_flag=True, help="No progress lines or bars; the stage table is still printed.")
@@ -86,21 +106,23 @@ suite_option = click.option(
 @click.option("--bisect", "then_bisect", is_flag=True,
               help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool, no_cache: bool,
-        export_stage: str | None, export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
+        no_bench: bool, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool,
+        no_cache: bool, export_stage: str | None, export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
 
     The reference outputs come from the reference cache when nothing they depend on changed (the console
     and report.md say "cache hit" or "computed"); every run is appended to the run history
     (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
-    to passing. With --bisect, a failed gate is followed by a bisection of the stack.
+    to passing, and is not benchmarked (there is nothing to time against the reference). A rejected stage
+    prints next steps: bisect, explain and the suite to change. With --bisect, a failed gate is followed by
+    a bisection of the stack. --checkpoint, --candidate-dtype and --suite override the file's settings.
     """
     from laya_opt.util.errors import ExperimentError
     from laya_opt.runs.experiment import export_plan
     from laya_opt.runs.pipeline import PipelineError
     from laya_opt.runs.runner import outcome_json, print_outcome, run_experiment
 
-    experiment = load_for_run(experiment_file, candidate_dtype, suites)
+    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint)
     if (export_stage is None) != (export_dir is None):
         raise ExperimentError("--export-stage and --export-dir go together")
     if export_stage is not None:

@@ -139,6 +139,8 @@ class Experiment:
     output_dir: Path
     registry: Registry
     export: ExportPlan | None = None
+    checkpoint_key: str = "checkpoint"     # how errors name the checkpoint: the YAML key, or `--checkpoint`
+    command_options: tuple[str, ...] = ()  # command-line options that overrode the file, e.g. ("--suite", "smoke")
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.steps, gates=self.gates, candidate_dtype=self.candidate_dtype,
@@ -163,6 +165,7 @@ class Experiment:
                 "workloads": list(self.benchmark.workloads), **to_plain(self.benchmark.config)},
             "output_dir": str(self.output_dir),
             "export": None if self.export is None else {"stage": self.export.stage, "path": str(self.export.path)},
+            "command_options": list(self.command_options),
         }
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from laya_opt.timing.bench import BenchResult, tail_warning, thin_tails
+from laya_opt.runs.next_steps import next_steps_section
 from laya_opt.runs.pipeline import StageResult
 from laya_opt.util.markdown import markdown_table
 
@@ -193,23 +194,19 @@ def stage_wall_s(record: Mapping) -> float:
 
 
 def table_header(workloads: Sequence[str]) -> list[str]:
-    speedup_columns = [f"{name} p50 speedup" for name in workloads] or ["p50 speedup"]
-    return [*FIXED_COLUMNS, *speedup_columns, "verdict"]
-
-
-def _row_cells(row: ReportRow, workloads: Sequence[str]) -> list[str]:
-    return row.cells() if workloads else row.cells()[:-1] + [NO_VALUE, row.verdict]
+    """The stage table's columns: a speed-up column per timed workload, none when nothing was timed."""
+    return [*FIXED_COLUMNS, *(f"{name} p50 speedup" for name in workloads), "verdict"]
 
 
 def stage_table(rows: Sequence[ReportRow], workloads: Sequence[str]) -> str:
     header = table_header(workloads)
-    return markdown_table(header, [_row_cells(row, workloads) for row in rows], "ll" + "r" * (len(header) - 3) + "l")
+    return markdown_table(header, [row.cells() for row in rows], "ll" + "r" * (len(header) - 3) + "l")
 
 
 def console_table(rows: Sequence[ReportRow], workloads: Sequence[str], title: str = "") -> dict:
     """The same table as {title, columns, rows, justify} for `console.print_table` (stage names stay whole)."""
     header = table_header(workloads)
-    return {"title": title or None, "columns": header, "rows": [_row_cells(row, workloads) for row in rows],
+    return {"title": title or None, "columns": header, "rows": [row.cells() for row in rows],
             "justify": {index: "right" for index in range(2, len(header) - 1)}}
 
 
@@ -335,7 +332,7 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     if waived:
         names = ", ".join(f"{r['index']} {r['stage']}" for r in waived)
         lines += [f"**Failed gates WAIVED by --allow-failed-gates** in stage(s): {names}.", ""]
-    lines += _best_rejected_section(records)
+    lines += _best_rejected_section(records) + next_steps_section(manifest, records)
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
@@ -375,6 +372,8 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
                   markdown_table(["stage", "question", "type", "tags", "max Δp", "argmax"], worst, "llllrl"), ""]
     for record in records:
         lines += _pass_report_sections(record)
+    if manifest.get("benchmark_skipped"):
+        lines += ["## Latency", "", f"Benchmark skipped: {manifest['benchmark_skipped']}; no speed-up is claimed.", ""]
     if timings.get("summary"):
         lines += _latency_section(timings["summary"], manifest["workloads"], timings["config"])
         plots = manifest.get("plots")

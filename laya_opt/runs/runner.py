@@ -36,7 +36,8 @@ from laya_opt.runs.export import export_stage
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.suites.workloads import build_workload
 from laya_opt.runs.history import append_run
-from laya_opt.runs.pipeline import PipelineResult, check_reference, evaluate_reference, suite_requests
+from laya_opt.runs.next_steps import next_steps
+from laya_opt.runs.pipeline import PipelineResult, StageResult, check_reference, evaluate_reference, suite_requests
 from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
@@ -75,6 +76,8 @@ class RunOutcome:
     reference_cache: CacheResult | None = None
     export: dict | None = None       # what export_stage reported; None: no export asked for
     history: str = ""                # where the run was recorded, or why it was not
+    bench_skipped: str | None = None  # why a benchmark the experiment asked for was not run
+    manifest: dict = dataclasses.field(default_factory=dict)  # manifest.json as written
 
     @property
     def gates_failed(self) -> bool:
@@ -114,8 +117,10 @@ def load_inputs(experiment: Experiment, bench: bool = True, requests: int | None
     """Checkpoint files, suites and workloads; problems are ExperimentErrors naming the key path."""
     try:
         checkpoint = inspect_checkpoint(experiment.checkpoint)
-    except InputError as exc:
-        raise _named(experiment, f"checkpoint: {exc}") from None
+    except InputError as exc:  # named by the YAML key, or by the command-line option that overrode it
+        message = f"{experiment.checkpoint_key}: {exc}"
+        raise (_named(experiment, message) if experiment.checkpoint_key == "checkpoint" else
+               ExperimentError(message)) from None
     suites = []
     for index, path in enumerate(experiment.suites):
         try:
@@ -248,6 +253,18 @@ def measure_inputs(reference: Runtime, inputs: RunInputs) -> dict:
             "platform": environment()}
 
 
+def timed_stages(result: PipelineResult) -> tuple[tuple[StageResult, ...], str | None]:
+    """(the stages to time against the reference, why none are): every accepted stage, unless the experiment
+    has passes and none of them was accepted. Then the only accepted stage is stage 0, the reference itself
+    or its cast, and timing it would print "speed-ups" of a run that found nothing (noise, when the dtype
+    stays). An experiment without passes is timed as before: stage 0 is what it asks to measure.
+    """
+    accepted = result.accepted_stages
+    if len(result.planned) > 1 and not any(stage.index > 0 for stage in accepted):
+        return (), "no candidate stage was accepted, so nothing was timed against the reference"
+    return accepted, None
+
+
 def record_history(manifest: dict, records: Sequence[dict], results_dir: Path, exit_code: int) -> str:
     """Append the run to the history; a history that cannot be written costs a warning, not the results."""
     try:
@@ -284,27 +301,33 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         result = experiment.pipeline().run(reference, inputs.requests, progress=say,
                                            reference_dtype=experiment.reference_dtype, track=track,
                                            reference_outputs=cached.outputs)
-        bench_result = None
+        bench_result, bench_skipped = None, None
         if inputs.bench_config is not None:
-            runtimes = {REFERENCE_LABEL: reference}
-            runtimes.update({stage_label(stage): stage.runtime for stage in result.accepted_stages})
-            say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
-            bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config, show_progress)
+            timed, bench_skipped = timed_stages(result)
+            if bench_skipped:
+                say(f"benchmark skipped: {bench_skipped}")
+            else:
+                runtimes = {REFERENCE_LABEL: reference}
+                runtimes.update({stage_label(stage): stage.runtime for stage in timed})
+                say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
+                bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config,
+                                         show_progress)
         exported = None
         if experiment.export is not None:
             exported = export_stage(experiment.export, result, experiment.registry)
             say(f"export: {exported['summary']}")
         facts = RunFacts(reference_cache=cached, export=exported, **measured)
-        workload_names = tuple(w.name for w in inputs.workloads)
+        workload_names = tuple(w.name for w in inputs.workloads) if bench_result is not None else ()
         records = tuple(stage_record(stage, bench_result, allow_failed_gates) for stage in result.stages)
         rows = tuple(row_from_record(record, workload_names) for record in records)
         manifest = build_manifest(experiment, inputs, reference, result, bench_result, started, allow_failed_gates,
                                   facts)
+        manifest["benchmark_skipped"] = bench_skipped
         write_results(staging, manifest, records, results_timings(bench_result))
         target = publish_unique(staging, out_root, base_name)
     outcome = RunOutcome(results_dir=target, pipeline=result, bench=bench_result, rows=rows, records=records,
                          workloads=workload_names, allow_failed_gates=allow_failed_gates, reference_cache=cached,
-                         export=exported)
+                         export=exported, bench_skipped=bench_skipped, manifest=plain(manifest))
     if history:
         outcome = dataclasses.replace(outcome, history=record_history(plain(manifest), records, target,
                                                                       outcome.exit_code))
@@ -336,6 +359,13 @@ def print_outcome(outcome: RunOutcome, console) -> None:
     best = best_rejected(outcome.records)
     if best is not None:
         line(f"[bold red]{best_rejected_line(best)}[/]; every stage's numbers are in the results")
+    if outcome.bench_skipped:
+        line(f"[yellow]benchmark skipped:[/] {outcome.bench_skipped} (no speed-up is claimed)")
+    steps = next_steps(outcome.manifest, outcome.records)
+    if steps:
+        line("[bold]next steps:[/]")
+        for step in steps:
+            console.print(f"  - {step}", highlight=False, soft_wrap=True, markup=False)
     if outcome.export is not None:
         style = {"written": "green", "skipped": "yellow"}.get(outcome.export["status"], "bold red")
         line(f"[{style}]export {outcome.export['status']}:[/] {outcome.export['summary']}")
@@ -352,4 +382,4 @@ def outcome_json(outcome: RunOutcome) -> dict:
                   "reference": None if cache is None else {"status": cache.status, "summary": cache.describe(),
                                                            "key": cache.key.digest if cache.key else None},
                   "stages": [dataclasses.asdict(row) for row in outcome.rows], "export": outcome.export,
-                  "history": outcome.history})
+                  "history": outcome.history, "benchmark_skipped": outcome.bench_skipped})

@@ -158,7 +158,7 @@ def test_compiled_forward_refuses_another_model_or_kernels(runtime, compiled):
     swapped = compiled.replace(model=clone_model(compiled.model))
     with pytest.raises(RuntimeError, match="re-applied after parameter-changing passes"):
         swapped.predict("hello", request_questions([1], [2]))
-    pruned = lo.apply(compiled, head_prune_final.HeadPruneConfig())
+    pruned = lo.apply(compiled, head_prune_final.HeadPruneFinalConfig())
     with pytest.raises(RuntimeError, match="compile must be re-applied"):
         pruned.execute(prepared)
     # Re-applying compile binds the new kernels.

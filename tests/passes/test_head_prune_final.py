@@ -16,7 +16,7 @@ from laya_opt.core.model import HeadLayer, full_final_layer, key_padding_mask
 from laya_opt.util.schema import parse
 from laya_opt.passes.contract import runtime_fingerprint
 from laya_opt.core.runtime import clone_model, load_runtime
-from laya_opt.passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneConfig, flop_reduction, saved_flops,
+from laya_opt.passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneFinalConfig, flop_reduction, saved_flops,
                                      selected_q_final_layer, split_projection_final_layer)
 
 from conftest import write_tiny_checkpoint
@@ -134,10 +134,10 @@ def test_flop_reduction_sums_over_shapes_and_is_zero_without_head():
 @pytest.mark.parametrize("values", [{"variant": "fused"}, {"variant": 3}, {"rows": 5}])
 def test_bad_config_raises_naming_the_field(values):
     with pytest.raises(ValueError, match="variant" if "variant" in values else "rows"):
-        parse(HeadPruneConfig, values, "head_prune_final")
+        parse(HeadPruneFinalConfig, values, "head_prune_final")
     if "variant" in values:
         with pytest.raises(ValueError, match="variant"):
-            HeadPruneConfig(**values)
+            HeadPruneFinalConfig(**values)
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -171,7 +171,7 @@ REQUESTS = [
 @pytest.mark.parametrize("variant", ["selected_q", "split_projection"])
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, variant):
     before = runtime_fingerprint(runtime)
-    candidate = lo.apply(runtime, HeadPruneConfig(variant=variant))
+    candidate = lo.apply(runtime, HeadPruneFinalConfig(variant=variant))
     assert runtime_fingerprint(runtime) == before and runtime.kernels.final_head_layer is full_final_layer
     assert candidate.kernels.final_head_layer is FINAL_LAYERS[variant]
     assert candidate.kernels.sliding_attention is runtime.kernels.sliding_attention
@@ -188,12 +188,12 @@ def test_split_projection_pass_refuses_a_quantized_final_in_proj(runtime):
     in_proj = model.head_layers[-1].self_attn.in_proj
     model.head_layers[-1].self_attn.in_proj = nn.QuantizedLinear.from_linear(in_proj, group_size=64, bits=8)
     with pytest.raises(ValueError, match="variant"):
-        lo.apply(runtime.replace(model=model), HeadPruneConfig(variant="split_projection"))
+        lo.apply(runtime.replace(model=model), HeadPruneFinalConfig(variant="split_projection"))
 
 
 def test_without_head_layers_nothing_is_pruned(tmp_path_factory):
     runtime = tiny_runtime(tmp_path_factory, 0)
-    candidate = lo.apply(runtime, HeadPruneConfig())
+    candidate = lo.apply(runtime, HeadPruneFinalConfig())
     assert candidate.info["head_prune_final"]["pruned"] is False
     assert candidate.info["head_prune_final"]["at_max_len_r5"]["saved_flops"] == 0
     metrics = compare(evaluate(runtime, REQUESTS[:1]), evaluate(candidate, REQUESTS[:1])).metrics

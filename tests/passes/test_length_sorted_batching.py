@@ -10,7 +10,7 @@ from laya_opt.core.batching import check_plan, insertion_order_planner
 from laya_opt.util.schema import parse
 from laya_opt.passes.contract import runtime_fingerprint
 from laya_opt.core.runtime import load_runtime
-from laya_opt.passes.length_sorted_batching import LengthSortedConfig, sorted_groups
+from laya_opt.passes.length_sorted_batching import LengthSortedBatchingConfig, sorted_groups
 
 
 
@@ -37,14 +37,14 @@ def test_a_question_longer_than_the_budget_runs_alone():
 ])
 def test_bad_config_raises_naming_the_field(values, field):
     with pytest.raises(ValueError, match=field):
-        parse(LengthSortedConfig, values, "length_sorted_batching")
+        parse(LengthSortedBatchingConfig, values, "length_sorted_batching")
 
 
 def test_bad_config_values_raise_in_the_dataclass():
     with pytest.raises(ValueError, match="max_questions"):
-        LengthSortedConfig(max_questions=0)
+        LengthSortedBatchingConfig(max_questions=0)
     with pytest.raises(ValueError, match="token_budget"):
-        LengthSortedConfig(token_budget=0)
+        LengthSortedBatchingConfig(token_budget=0)
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -72,7 +72,7 @@ questions_strategy = st.lists(st.tuples(st.sampled_from(["choice", "score", "nou
 def test_answers_keep_caller_order_and_do_not_depend_on_batch_composition(runtime, specs, max_questions, budget):
     questions = {f"q{index}": question(*spec) for index, spec in enumerate(specs)}
     prepared = runtime.prepare("hello " * 10, questions)
-    sorted_runtime = lo.apply(runtime, LengthSortedConfig(max_questions=max_questions, token_budget=budget))
+    sorted_runtime = lo.apply(runtime, LengthSortedBatchingConfig(max_questions=max_questions, token_budget=budget))
     execution = sorted_runtime.execute(prepared, trace=True)
     alone = runtime.replace(planner=insertion_order_planner(1)).execute(prepared, trace=True)
     assert [item.qid for item in execution.prepared] == list(questions)
@@ -92,7 +92,7 @@ MIXED = [EvalRequest("mixed", "hello " * 10, {
 
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
     before = runtime_fingerprint(runtime)
-    candidate = lo.apply(runtime, LengthSortedConfig(max_questions=4, token_budget=256))
+    candidate = lo.apply(runtime, LengthSortedBatchingConfig(max_questions=4, token_budget=256))
     assert runtime_fingerprint(runtime) == before
     metrics = compare(evaluate(runtime, MIXED), evaluate(candidate, MIXED)).metrics
     assert metrics["max_abs_dp"] <= 1e-5

@@ -14,8 +14,8 @@ from laya_opt.core.model import (AttentionInputs, dense_sliding_attention, globa
 from laya_opt.util.schema import parse
 from laya_opt.passes.contract import runtime_fingerprint
 from laya_opt.core.runtime import load_runtime
-from laya_opt.passes.local_window_attention import (LocalWindowConfig, attention_pairs, banded_attention, block_masks,
-                                           make_local_window_attention)
+from laya_opt.passes.local_window_attention import (LocalWindowAttentionConfig, attention_pairs, banded_attention,
+                                                    block_masks, make_local_window_attention)
 
 
 
@@ -94,8 +94,10 @@ def test_min_length_keeps_the_dense_path_below_it():
     q, k, v, valid = random_attention(1, 1, 1, 48, 4, [6])
     ctx = AttentionInputs(valid=valid, key_mask=key_padding_mask(valid), window=2)
     dense = np.array(dense_sliding_attention(q, k, v, ctx, 0.5))
-    kept = np.array(make_local_window_attention(LocalWindowConfig(block_size=8, min_length=49))(q, k, v, ctx, 0.5))
-    banded = np.array(make_local_window_attention(LocalWindowConfig(block_size=8, min_length=48))(q, k, v, ctx, 0.5))
+    kept = np.array(make_local_window_attention(
+        LocalWindowAttentionConfig(block_size=8, min_length=49))(q, k, v, ctx, 0.5))
+    banded = np.array(make_local_window_attention(
+        LocalWindowAttentionConfig(block_size=8, min_length=48))(q, k, v, ctx, 0.5))
     assert np.array_equal(kept, dense)
     assert not np.allclose(banded[0, 0, 40:], dense[0, 0, 40:])
     np.testing.assert_allclose(banded[0, 0, :6], dense[0, 0, :6], atol=1e-6)
@@ -124,16 +126,16 @@ def test_pair_counts_follow_the_spec_formula_at_r64():
 ])
 def test_bad_config_values_raise_naming_the_field(values, field):
     with pytest.raises(ValueError, match=field):
-        LocalWindowConfig(**values)
+        LocalWindowAttentionConfig(**values)
     with pytest.raises(ValueError, match=field):
-        parse(LocalWindowConfig, values, "local_window_attention")
+        parse(LocalWindowAttentionConfig, values, "local_window_attention")
 
 
 @pytest.mark.parametrize("values, field", [({"block_size": True}, "block_size"), ({"min_length": "8"}, "min_length"),
                                            ({"window": 8}, "window")])
 def test_wrong_types_and_unknown_keys_raise(values, field):
     with pytest.raises(ValueError, match=field):
-        parse(LocalWindowConfig, values, "local_window_attention")
+        parse(LocalWindowAttentionConfig, values, "local_window_attention")
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -159,7 +161,7 @@ REQUESTS = [
 @pytest.mark.parametrize("block_size, min_length", [(8, 0), (5, 0), (16, 60)])
 def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, block_size, min_length):
     before = runtime_fingerprint(runtime)
-    candidate = lo.apply(runtime, LocalWindowConfig(block_size=block_size, min_length=min_length))
+    candidate = lo.apply(runtime, LocalWindowAttentionConfig(block_size=block_size, min_length=min_length))
     assert runtime_fingerprint(runtime) == before
     assert runtime.kernels.sliding_attention is dense_sliding_attention and runtime.applied == ()
     metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics

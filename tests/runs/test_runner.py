@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import yaml
@@ -98,7 +99,41 @@ def test_a_run_where_every_candidate_fails_keeps_its_results_and_names_the_close
     assert f"the closest was stage {closest} noisy_scorer (rejected" in report
     assert f"No candidate passed its gates; the closest was stage {closest}" in result.output
     assert "| incremental | max_abs_dp" in report.split("## No candidate passed")[1].split("## Stages")[0]
-    assert set(json.loads((results_dir / "timings.json").read_text())["samples"]) == {"reference", "0:baseline"}
+    # Nothing accepted: nothing is timed (the reference against its own no-op cast printed "speed-ups" before).
+    assert json.loads((results_dir / "timings.json").read_text())["samples"] == {}
+    assert "benchmark skipped: no candidate stage was accepted" in result.output
+    assert "Benchmark skipped: no candidate stage was accepted" in report
+    assert "speedup" not in report and "speedup" not in result.output and "×" not in result.output
+    assert load_results(results_dir).manifest["benchmark_skipped"].startswith("no candidate stage was accepted")
+
+
+def test_a_run_with_an_accepted_pass_is_still_timed(write_experiment, tmp_path):
+    path = write_experiment([{"name": "note"}, {"name": "noisy_scorer", "config": {"scale": 5.0}, "on_fail": "reject"}],
+                            benchmark=SMALL_BENCH)
+    result = invoke(path, "--json", "--output-dir", tmp_path / "out")
+    data = json.loads(result.output)
+    assert data["benchmark_skipped"] is None and [row["verdict"] for row in data["stages"]][1] == "accepted"
+    results_dir = Path(data["results_dir"])
+    assert set(json.loads((results_dir / "timings.json").read_text())["samples"]) == {"reference", "0:baseline",
+                                                                                       "1:note"}
+    assert "short-1 p50 speedup" in (results_dir / "report.md").read_text()
+
+
+def test_a_rejected_stage_prints_and_reports_what_to_try_next(write_experiment, tmp_path, tiny_checkpoint_dir):
+    path = write_experiment([{"name": "noisy_scorer", "config": {"scale": 5.0}, "on_fail": "reject"}])
+    result = invoke(path, "--no-bench", "--output-dir", tmp_path / "out", "--checkpoint", tiny_checkpoint_dir)
+    assert result.exit_code == 3, result.output
+    again = f"{path} --checkpoint {tiny_checkpoint_dir}"
+    (results_dir,) = (tmp_path / "out").iterdir()
+    report = (results_dir / "report.md").read_text()
+    for text in (result.output, report):
+        assert f"`laya-opt bisect {again}`" in text and f"`laya-opt run {again} --bisect`" in text
+        assert f"`laya-opt explain {again}`" in text and "stage 1 noisy_scorer is the first that failed" in text
+        assert "The gates ran on tiny" in text and f"`laya-opt run {again} --suite NAME`" in text
+    assert "next steps:" in result.output and "## Next steps" in report
+    passing = invoke(write_experiment([{"name": "note"}], name="ok"), "--no-bench", "--output-dir", tmp_path / "ok")
+    assert passing.exit_code == 0 and "next steps" not in passing.output
+    assert "## Next steps" not in (next((tmp_path / "ok").iterdir()) / "report.md").read_text()
 
 
 def test_a_stopped_baseline_is_written_too(write_experiment, tmp_path):

@@ -13,7 +13,8 @@ from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
 from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
                                      dump_gates_file, load_gates_file, parse_gate)
 
-PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
+PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0, "near_tie_flips": 0.0,
+           "mcnemar_p": 1.0,
            "argmax_flips": 0.0, "decisive_agreement": 1.0, "decisive_flips": 0.0, "max_abs_dp": 0.0,
            "max_abs_dlogit": 0.0, "kl_logits_max": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
 

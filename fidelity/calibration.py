@@ -122,10 +122,13 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
 
 def noise_table(measured: Mapping) -> dict:
     """The measurements as a generic table: one row per dtype and source (drift rows for the casts)."""
+    def cells(values: Mapping) -> list[str]:  # measurements recorded before a metric was have none of it
+        return [f"{values[m]:.3g}" if m in values else "—" for m in RECORDED]
+
     rows = []
     for dtype, sources in measured["noise"].items():
         if dtype in measured["drift"]:
-            rows.append([dtype, "cast drift vs float32", *(f"{measured['drift'][dtype][m]:.3g}" for m in RECORDED)])
-        rows += [[dtype, source, *(f"{values[m]:.3g}" for m in RECORDED)] for source, values in sources.items()]
+            rows.append([dtype, "cast drift vs float32", *cells(measured["drift"][dtype])])
+        rows += [[dtype, source, *cells(values)] for source, values in sources.items()]
     return {"title": f"measured noise and drift ({measured['questions']} questions, max |logit| "
                      f"{measured['max_abs_logit']:.3g})", "columns": ["dtype", "source", *RECORDED], "rows": rows}

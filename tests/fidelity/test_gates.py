@@ -213,3 +213,28 @@ def test_a_gates_file_by_path_is_read_through_the_schema_and_errors_name_file_an
     unknown.write_text("name: x\ngates: {float8: {}}\n")
     with pytest.raises(SchemaError, match="unknown.yaml: gates.float8"):
         load_gates_file(str(unknown))
+
+
+def test_a_version_1_file_is_upgraded_on_reading_and_a_bad_version_is_named(tmp_path):
+    (tmp_path / "v1.yaml").write_text(dump_gates_file(SYNTHETIC).replace("version: 2", "version: 1"))
+    assert yaml.safe_load((tmp_path / "v1.yaml").read_text())["version"] == 1
+    upgraded = load_gates_file(str(tmp_path / "v1.yaml"))
+    assert upgraded.version == 2 and "upgraded on reading" in upgraded.description
+    for dtype, table in upgraded.gates.items():
+        assert table.exact_incremental == SYNTHETIC.gates[dtype].exact_incremental   # exact passes: as written
+        for gates in (table.approximate_incremental, table.approximate_cumulative):
+            deciding = {gate.metric for gate in gates if not gate.diagnostic}
+            assert {"decisive_flips", "near_tie_flips", "mcnemar_p"} <= deciding
+            assert not deciding & {"max_abs_dp", "max_abs_dlogit", "kl_logits_max"}
+    bad = tmp_path / "v3.yaml"
+    bad.write_text(dump_gates_file(SYNTHETIC).replace("version: 2", "version: 3"))
+    with pytest.raises(SchemaError, match=r"v3.yaml: version: 3 is not one of"):
+        load_gates_file(str(bad))
+
+
+def test_a_diagnostic_gate_never_fails_but_says_it_was_exceeded():
+    over, = check_gates({"max_abs_dp": 0.5}, (Gate("max_abs_dp", "<=", 0.1, diagnostic=True),))
+    assert over.passed and over.exceeded and "does not decide" in over.message
+    within, = check_gates({"max_abs_dp": 0.05}, (Gate("max_abs_dp", "<=", 0.1, diagnostic=True),))
+    assert within.passed and not within.exceeded
+    assert str(Gate("max_abs_dp", "<=", 0.1, diagnostic=True)) == "max_abs_dp <= 0.1 (diagnostic)"

@@ -66,10 +66,21 @@ def type_rows(records: Sequence[Mapping]) -> list[list[str]]:
     return rows
 
 
+SHOWN_CHANGES = 10
+
+
 def proof_lines(records: Sequence[Mapping]) -> list[str]:
-    """What each stage proves against the reference, one sentence each."""
-    return [f"stage {record['index']} {record['stage']}: {record['decisions']['cumulative']['proof']}"
-            for record in records if (record.get("decisions") or {}).get("cumulative")]
+    """What each stage proves against the reference, one sentence each, naming the first changed questions."""
+    lines = []
+    for record in records:
+        split = (record.get("decisions") or {}).get("cumulative")
+        if not split:
+            continue
+        changed = split.get("changed") or []
+        named = "" if not changed else f" ({', '.join(changed[:SHOWN_CHANGES])}" + \
+            (f" and {len(changed) - SHOWN_CHANGES} more)" if len(changed) > SHOWN_CHANGES else ")")
+        lines.append(f"stage {record['index']} {record['stage']}: {split['proof']}{named}")
+    return lines
 
 
 def console_decision_table(records: Sequence[Mapping]) -> dict | None:

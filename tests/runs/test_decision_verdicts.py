@@ -11,7 +11,7 @@ from fake_passes import REQUESTS
 from laya_opt.core.runtime import load_runtime
 from laya_opt.fidelity.checker import evaluate
 from laya_opt.passes.contract import PassSpec
-from laya_opt.runs.decision_table import decision_section
+from laya_opt.runs.decision_table import console_decision_table, decision_section
 from laya_opt.runs.pipeline import Pipeline
 from laya_opt.runs.report import stage_record
 
@@ -71,6 +71,8 @@ def test_an_approximate_pass_that_changes_one_decisive_answer_is_rejected(refere
     assert decisions.overall.decisive.changes == 1 and decisions.overall.near_tie.changes == 0
     assert decisions.changed_keys == ("r0/level",)
     assert {result.gate.metric for _, result in stage.failed_gates} == {"decisive_flips"}
+    text = "\n".join(decision_section([stage_record(stage, None, allow_failed_gates=False)]))
+    assert "1 decision(s) changed in 12 questions: the change rate is below 0.339 at 95% (r0/level)" in text
 
 
 def test_an_approximate_pass_that_changes_nothing_is_accepted_however_far_it_drifts(reference):
@@ -83,3 +85,11 @@ def test_an_approximate_pass_that_changes_nothing_is_accepted_however_far_it_dri
     text = "\n".join(decision_section([record]))
     assert "## Decision changes" in text and \
         "no decision changed in 12 questions: the change rate is below 0.221 at 95%" in text
+    table = console_decision_table([record])
+    # The tiny model's four `topic` answers are near ties (see fake_passes.REQUESTS); nothing changed.
+    assert [row[:9] for row in table["rows"]] == [["1 nudge_logits", "reference", "12", "4"] + ["0"] * 5,
+                                                  ["1 nudge_logits", "previous", "12", "4"] + ["0"] * 5]
+    # Results written before decisions were recorded: no table, no error.
+    old = {key: value for key, value in record.items() if key != "decisions"}
+    assert console_decision_table([old]) is None and decision_section([old]) == []
+

@@ -29,6 +29,11 @@ the file carries its derivation and the measured noise floor it rests on. In sho
 Without a calibration for the candidate dtype, the spec's tolerances stand in (`spec_gates`): exact
 max |dp| 2e-4 / 0.02 / 0.06 (FP32 / FP16 / BF16, spec §11.5, §11.6, §11.8), approximate 0.02 (§11.5).
 Experiments choose a file with `gates_file:` (`standin`, `spec` or a path) and override single gates.
+
+Why one module of ~480 lines: the gate, the file format and the default tables depend on each other in a
+circle (reading a file falls back to the spec tables and upgrades version 1 with the decision gates; the
+tables are made of gates), and every floor above imports them from here. Splitting it would move names
+other modules import while they are being edited in parallel; docs/gates.md is the reader's guide.
 """
 from __future__ import annotations
 

@@ -19,13 +19,15 @@ from laya_opt.passes.registry import get_pass
 from laya_opt.core.runtime import Forward, Runtime
 
 from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate
+from laya_opt.fidelity.decisions import is_near_tie
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
-from laya_opt.fidelity.metrics import compare
+from laya_opt.fidelity.metrics import PERCENTILE_METRICS, compare
 
 PADDING_MULTIPLE = 16                         # the shipped experiments' compile bucket multiple
 SORTED_BATCHING = {"max_questions": 16, "token_budget": 4096}   # as in the shipped experiments
 HALF_DTYPES = ("float16", "bfloat16")
-RECORDED = CALIBRATED_METRICS + ("argmax_flips", "decisive_flips")
+# The maxima bound exact passes; the percentiles and near-tie flips of the casts set the approximate allowance.
+RECORDED = CALIBRATED_METRICS + ("argmax_flips", "decisive_flips", "near_tie_flips") + PERCENTILE_METRICS
 
 
 def row_split_forward(forward: Forward) -> Forward:
@@ -100,7 +102,9 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
     cast = get_pass("cast_dtype")
     say(f"{reference.identity}: reference")
     reference_outputs = evaluate(reference, requests)
-    measured: dict = {"questions": len(reference_outputs.questions), "max_abs_logit": max_abs_logit(reference_outputs),
+    measured: dict = {"questions": len(reference_outputs.questions),
+                      "near_ties": sum(is_near_tie(question) for question in reference_outputs.questions),
+                      "max_abs_logit": max_abs_logit(reference_outputs),
                       "noise": {}, "drift": {}, "seconds": {}}
     for dtype in dtypes:
         started = time.perf_counter()
@@ -118,10 +122,13 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
 
 def noise_table(measured: Mapping) -> dict:
     """The measurements as a generic table: one row per dtype and source (drift rows for the casts)."""
+    def cells(values: Mapping) -> list[str]:  # measurements recorded before a metric was have none of it
+        return [f"{values[m]:.3g}" if m in values else "—" for m in RECORDED]
+
     rows = []
     for dtype, sources in measured["noise"].items():
         if dtype in measured["drift"]:
-            rows.append([dtype, "cast drift vs float32", *(f"{measured['drift'][dtype][m]:.3g}" for m in RECORDED)])
-        rows += [[dtype, source, *(f"{values[m]:.3g}" for m in RECORDED)] for source, values in sources.items()]
+            rows.append([dtype, "cast drift vs float32", *cells(measured["drift"][dtype])])
+        rows += [[dtype, source, *cells(values)] for source, values in sources.items()]
     return {"title": f"measured noise and drift ({measured['questions']} questions, max |logit| "
                      f"{measured['max_abs_logit']:.3g})", "columns": ["dtype", "source", *RECORDED], "rows": rows}

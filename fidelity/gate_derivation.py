@@ -20,27 +20,38 @@ Each drift metric (max |dp|, max |Δ logit|, max KL on logits) gets a threshold:
    bit-identical the floor is the bound: near zero, not the cross-dtype tolerance.
 3. Cross-dtype: DRIFT_MARGIN x the measured cast drift. The drift is a maximum over one suite's
    questions; another suite's maximum is another draw, and the margin covers that.
-4. Approximate pass: APPROXIMATE_SHARE x the float16 drift bound (rule 3). An approximate pass may move
-   answers as far as casting to FP16 does, the comparable Core ML port's rule for quantization.
+4. Approximate pass: judged by the decisions it changes (gates.decision_gates): no decisive change; near-tie
+   changes up to the number the float16 cast flips on the calibration suite (`near_tie_flips` of the
+   float16 drift: the reference's own noise breaks that many near ties); McNemar p >= 0.05. Its drift is a
+   diagnostic bounded by APPROXIMATE_SHARE x DRIFT_MARGIN x the p99 of the float16 cast's per-question drift
+   (`p99_*` metrics): an approximate pass may move answers as far as casting to FP16 does. p99, not the
+   maximum: a maximum grows with the suite, so a bound set on one suite's maximum fails a bigger suite; on
+   1,000 questions p99 rests on the 10 worst. Measurements without percentiles (version 1) keep the
+   maximum-based rule-3 allowance, as a diagnostic.
 5. Cumulative (vs the float32 reference): the exact bound in d, plus the cast drift bound of d (stage 0,
-   the cast itself, is gated by this envelope), plus one approximate allowance once the stack holds an
-   approximate pass.
+   the cast itself, is gated by this envelope). Once the stack holds an approximate pass: the decision
+   gates (near ties: the cast to d's flips plus the float16 allowance), and as diagnostics the p99 cast
+   bound of d plus the approximate allowance.
 
 KL is quadratic in a small logit change (KL ≈ ½ Var(Δ logit)), so its factors are squared, its floor is
 2 ε² (one unit moved in an even split, see `floors`), and bounds add as (√a + √b)²; the other metrics add
 linearly. Flips: none in exact
-float32 comparisons, no decisive flip (reference gap >= 0.05) anywhere else.
+float32 comparisons, no decisive flip (reference gap >= 0.05) anywhere else. docs/gates.md explains it all.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
-from laya_opt.fidelity.gates import DTYPE_NAMES, DtypeGates, Gate, GatesFile, gate_table, spec_bounds
+from laya_opt.fidelity.gates import (DTYPE_NAMES, DtypeGates, Gate, GatesFile, gate_table, near_tie_allowances,
+                                     spec_bounds)
+from laya_opt.fidelity.metrics import DRIFT_PERCENTILE
 
 NOISE_SOURCES = ("run_to_run", "row_split", "batch_1", "batch_4", "length_sorted", "padded_16")
 CALIBRATED_METRICS = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")
-QUADRATIC = frozenset({"kl_logits_max"})
+# The approximate drift diagnostics: each maximum's percentile counterpart (fidelity.metrics.PERCENTILE_METRICS).
+PERCENTILE_OF = {"max_abs_dp": "p99_abs_dp", "max_abs_dlogit": "p99_abs_dlogit", "kl_logits_max": "p99_kl_logits"}
+QUADRATIC = frozenset({"kl_logits_max", "p99_kl_logits"})
 # Machine epsilon: one unit in the last place at 1.0 in each candidate dtype.
 EPSILON = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 NOISE_MULTIPLE = 2.0      # rule 2
@@ -125,14 +136,60 @@ def _gates(bounds: Mapping[str, tuple[float, float, str]]) -> tuple[Gate, ...]:
     return tuple(_bound(metric, *bounds[metric]) for metric in CALIBRATED_METRICS)
 
 
+def has_percentiles(measured: Mapping[str, Any], dtype: str) -> bool:
+    """Whether the cast drift of `dtype` was recorded with its percentiles (calibrations before version 2 were not)."""
+    drift = measured.get("drift", {}).get(dtype) or {}
+    return all(PERCENTILE_OF[metric] in drift for metric in CALIBRATED_METRICS)
+
+
+def percentile_bounds(dtype: str, drift: Mapping[str, float]) -> dict[str, tuple[float, float, str]]:
+    """Rule 4 (version 2): p99 metric -> (DRIFT_MARGIN x the cast's p99 drift, that drift, derivation)."""
+    out = {}
+    for metric in CALIBRATED_METRICS:
+        name = PERCENTILE_OF[metric]
+        factor = f"{DRIFT_MARGIN:g}{'²' if name in QUADRATIC else ''}"
+        out[name] = (scaled(name, drift[name], DRIFT_MARGIN), drift[name],
+                     f"{factor} x the p{DRIFT_PERCENTILE:g} of the {dtype}-vs-float32 cast's per-question drift "
+                     f"{_n(drift[name])}")
+    return out
+
+
 def approximate_allowance(measured: Mapping[str, Any]) -> dict[str, tuple[float, float, str]] | None:
-    """Rule 4, or None when float16 was not measured (the spec's allowance then stands in)."""
+    """Rule 4, or None when float16 was not measured (the spec's allowance then stands in).
+
+    With percentiles recorded: bounds on the p99 metrics; without (older measurements): on the maxima."""
     drift = measured.get("drift", {}).get("float16")
     if drift is None:
         return None
+    bounds = percentile_bounds("float16", drift) if has_percentiles(measured, "float16") else         drift_bounds("float16", drift)
     return {metric: (scaled(metric, threshold, APPROXIMATE_SHARE), value,
-                     f"{APPROXIMATE_SHARE:g} x [{text}]: an approximate pass may move answers as far as the FP16 cast")
-            for metric, (threshold, value, text) in drift_bounds("float16", drift).items()}
+                     f"{APPROXIMATE_SHARE:g} x [{text}]: an approximate pass may move answers as far as the FP16 "
+                     "cast (a diagnostic: the decisions it changes decide)")
+            for metric, (threshold, value, text) in bounds.items()}
+
+
+def _add(first: Mapping, second: Mapping) -> dict[str, tuple[float, float, str]]:
+    """Add two bound tables over the same metrics; the noise floor is the first's."""
+    return {metric: (combined(metric, first[metric][0], second[metric][0]), first[metric][1],
+                     f"({first[metric][2]}) + ({second[metric][2]})") for metric in first}
+
+
+def _table_gates(bounds: Mapping[str, tuple[float, float, str]]) -> tuple[Gate, ...]:
+    return tuple(_bound(metric, *values) for metric, values in bounds.items())
+
+
+def approximate_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping, exact: Mapping,
+                      cumulative_exact: Mapping) -> tuple[tuple[Gate, ...], tuple[Gate, ...]]:
+    """(incremental, cumulative) drift diagnostics of an approximate pass in `dtype` (rules 4 and 5)."""
+    if any(metric in PERCENTILE_OF.values() for metric in allowance):
+        # Percentiles: the pass's own comparison is bounded by the allowance; vs the reference, the cast's
+        # p99 drift bound in `dtype` (none in float32) plus the allowance. Same-dtype noise is a maximum, so
+        # it does not add to a percentile: the margin covers it.
+        cumulative = allowance if dtype == "float32" else             _add(percentile_bounds(dtype, measured["drift"][dtype]), allowance)
+        return _table_gates(allowance), _table_gates(cumulative)
+    # An approximate pass's own comparison carries the same-dtype noise of the dtype.
+    own = {metric: (threshold, exact[metric][1], text) for metric, (threshold, _, text) in allowance.items()}
+    return _gates(own), _gates(_sum(cumulative_exact, allowance))
 
 
 def dtype_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping | None) -> DtypeGates:
@@ -145,11 +202,10 @@ def dtype_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping | No
         _, approximate, both = spec_bounds(dtype)
         approximate_bounds, approximate_cumulative = (approximate,), (both,)
     else:
-        # An approximate pass's own comparison carries the same-dtype noise of the dtype.
-        own = {metric: (threshold, exact[metric][1], text)
-               for metric, (threshold, _, text) in allowance.items()}
-        approximate_bounds, approximate_cumulative = _gates(own), _gates(_sum(cumulative_exact, allowance))
-    return gate_table(float32, _gates(exact), _gates(cumulative_exact), approximate_bounds, approximate_cumulative)
+        approximate_bounds, approximate_cumulative = approximate_gates(dtype, measured, allowance, exact,
+                                                                       cumulative_exact)
+    return gate_table(float32, _gates(exact), _gates(cumulative_exact), approximate_bounds, approximate_cumulative,
+                      near_tie_allowances(measured, dtype))
 
 
 def check_measured(measured: Mapping[str, Any]) -> None:
@@ -176,3 +232,16 @@ def derive_gates(measured: Mapping[str, Any], name: str, description: str = "",
                      measured=dict(measured),
                      gates={dtype: dtype_gates(dtype, measured, allowance) for dtype in DTYPE_NAMES
                             if dtype in measured["noise"]})
+
+
+def derivation_table(gates_file: GatesFile) -> dict:
+    """Every measured threshold of a gates file with its derivation (what calibrate-gates prints): the bounds
+    resting on a measurement and the near-tie allowances; the fixed gates (finite, no decisive change,
+    McNemar at 5%, accuracy) say theirs in the file."""
+    rows = [[dtype, name, str(gate), gate.derivation]
+            for dtype, table in gates_file.gates.items()
+            for name in ("exact_incremental", "exact_cumulative", "approximate_incremental", "approximate_cumulative")
+            for gate in getattr(table, name) if gate.noise_floor is not None]
+    return {"title": f"derived thresholds of {gates_file.name} (version {gates_file.version})",
+            "columns": ["dtype", "comparison", "gate", "derivation"], "rows": rows}
+

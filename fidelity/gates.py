@@ -12,10 +12,14 @@ the file carries its derivation and the measured noise floor it rests on. In sho
   (re-running, other matmul shapes, batch sizes, orders and padding), or a floor of one rounding in that
   dtype where the outputs were bit-identical; no argmax flip (float32) or decisive flip (half precision).
 * the FP16-vs-FP32 drift of the cast, times a margin of 2 for the gap between one suite's maximum and
-  another's, is the bound of a cross-dtype comparison and the allowance of one approximate pass
-  (an approximate pass may move answers as far as casting to FP16 does); decisive flips: none.
-* cumulative: the exact bounds plus the cast drift of the candidate dtype, plus one approximate allowance
-  once the stack holds an approximate pass.
+  another's, is the bound of a cross-dtype comparison.
+* approximate pass (gates file version 2): judged by the decisions it changes (`fidelity.decisions`): no
+  decisive change, near-tie changes up to the number the FP16 cast flips on the calibration suite, and no
+  significant loss (McNemar's exact one-sided test, p >= 0.05). Its drift is a *diagnostic* (reported
+  against its bound, never deciding): 2 x the p99 of the FP16 cast's per-question drift (older
+  measurements: 2 x the cast's maximum). Version-1 files are upgraded so on reading (`upgrade_version_1`).
+* cumulative: the exact bounds plus the cast drift of the candidate dtype; a stack holding an approximate
+  pass gets the decision gates against the reference (near ties: the dtype's cast flips plus the FP16 ones).
 * always: finite, deterministic (incremental), token identity; with labels, accuracy drops at most 0.02.
 * probes, incremental: a pass that captures runtime parts must reproduce its parent with those parts
   perturbed within its own max |Δ logit| bound (`capture_probe`); an exact half-precision pass that
@@ -25,6 +29,11 @@ the file carries its derivation and the measured noise floor it rests on. In sho
 Without a calibration for the candidate dtype, the spec's tolerances stand in (`spec_gates`): exact
 max |dp| 2e-4 / 0.02 / 0.06 (FP32 / FP16 / BF16, spec §11.5, §11.6, §11.8), approximate 0.02 (§11.5).
 Experiments choose a file with `gates_file:` (`standin`, `spec` or a path) and override single gates.
+
+Why one module of ~480 lines: the gate, the file format and the default tables depend on each other in a
+circle (reading a file falls back to the spec tables and upgrades version 1 with the decision gates; the
+tables are made of gates), and every floor above imports them from here. Splitting it would move names
+other modules import while they are being edited in parallel; docs/gates.md is the reader's guide.
 """
 from __future__ import annotations
 
@@ -59,6 +68,9 @@ class Gate:
     op: str
     threshold: float
     requires_labels: bool = False   # skipped (not failed) when the suite has no labelled questions
+    # A diagnostic is measured and reported against its bound but never decides the verdict (approximate
+    # passes' drift: they are judged by the decisions they change, fidelity.decisions).
+    diagnostic: bool = False
     # What the threshold rests on: the measured noise (or drift) of the same metric, and how it was derived.
     noise_floor: float | None = field(default=None, compare=False)
     derivation: str = field(default="", compare=False)
@@ -73,7 +85,7 @@ class Gate:
             raise ValueError(f"gate on {self.metric}: threshold must be a finite number, got {self.threshold!r}")
 
     def __str__(self) -> str:
-        return f"{self.metric} {self.op} {self.threshold:g}"
+        return f"{self.metric} {self.op} {self.threshold:g}{' (diagnostic)' if self.diagnostic else ''}"
 
     @classmethod
     def from_value(cls, value: Any, path: str) -> "Gate":
@@ -95,10 +107,23 @@ class GateResult:
     passed: bool
     message: str = ""
     skipped: bool = False
+    exceeded: bool = False   # a diagnostic outside its bound (it passes: diagnostics never decide)
+
+
+def _diagnosed(result: GateResult) -> GateResult:
+    """A diagnostic gate's result: passed whatever was measured; outside its bound is recorded, not failed."""
+    if not result.gate.diagnostic or result.passed:
+        return result
+    return dataclasses.replace(result, passed=True, exceeded=True,
+                               message=f"diagnostic, does not decide: {result.message}")
 
 
 def check_gates(metrics: Mapping[str, float], gates: Sequence[Gate]) -> tuple[GateResult, ...]:
-    """Evaluate every gate; missing and NaN measurements fail with a message saying why."""
+    """Evaluate every gate; missing and NaN measurements fail with a message saying why (diagnostics: are noted)."""
+    return tuple(_diagnosed(result) for result in _check(metrics, gates))
+
+
+def _check(metrics: Mapping[str, float], gates: Sequence[Gate]) -> tuple[GateResult, ...]:
     results = []
     for gate in gates:
         if gate.metric not in metrics:
@@ -132,6 +157,7 @@ class GateFields:
     op: Literal[">=", "<=", "=="] = field()
     threshold: float = field()
     requires_labels: bool | None = None   # default: true for the accuracy/ECE metrics
+    diagnostic: bool = False
     noise_floor: float | None = None
     derivation: str = ""
 
@@ -148,7 +174,8 @@ def parse_gate(spec: str | Mapping, path: str = "gate") -> Gate:
         raise SchemaError(f"{path}: a gate is a string or a mapping, got {type(spec).__name__}")
     fields = parse(GateFields, spec, path)
     requires_labels = fields.metric in LABEL_METRICS if fields.requires_labels is None else fields.requires_labels
-    return Gate(fields.metric, fields.op, fields.threshold, requires_labels, fields.noise_floor, fields.derivation)
+    return Gate(fields.metric, fields.op, fields.threshold, requires_labels, fields.diagnostic, fields.noise_floor,
+                fields.derivation)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -165,13 +192,18 @@ class DtypeGates:
     approximate_cumulative: tuple[Gate, ...]    # a stack holding an approximate pass vs the reference
 
 
+GATES_FILE_VERSION = 2
+
+
 @dataclass(frozen=True)
 class GatesFile:
     """A gates file (YAML through the schema): thresholds per candidate dtype, with what they rest on."""
 
     name: str
     gates: Mapping[str, DtypeGates]
-    version: int = field(default=1, metadata={"choices": (1,)})
+    # 2: approximate passes are judged by decision changes (near-tie allowance, McNemar), their drift is a
+    # diagnostic. 1 (before): approximate passes were judged by drift bounds; read_gates_file upgrades it.
+    version: int = field(default=GATES_FILE_VERSION, metadata={"choices": (1, GATES_FILE_VERSION)})
     description: str = ""
     source: Mapping[str, Any] = field(default_factory=dict)     # checkpoint, suites, device, command
     factors: Mapping[str, float] = field(default_factory=dict)  # the multipliers the derivation used
@@ -190,9 +222,11 @@ class GatesFile:
 
 
 def read_gates_file(path: str | Path) -> GatesFile:
+    """A gates file through the schema; a version-1 file comes back upgraded (`upgrade_version_1`)."""
     path = Path(path)
     try:
-        return parse(GatesFile, read_yaml(path, SchemaError))
+        gates_file = parse(GatesFile, read_yaml(path, SchemaError))
+        return upgrade_version_1(gates_file) if gates_file.version == 1 else gates_file
     except SchemaError as exc:
         message = str(exc)
         raise SchemaError(message if message.startswith(str(path)) else f"{path}: {message}") from None
@@ -212,7 +246,8 @@ _GatesDumper.add_representer(_GateMapping, lambda dumper, data: dumper.represent
 
 def _compact(value: Any) -> Any:
     if isinstance(value, Gate):
-        defaults = {"requires_labels": value.metric in LABEL_METRICS, "noise_floor": None, "derivation": ""}
+        defaults = {"requires_labels": value.metric in LABEL_METRICS, "diagnostic": False, "noise_floor": None,
+                    "derivation": ""}
         return _GateMapping({key: item for key, item in to_plain(value).items()
                              if key not in defaults or item != defaults[key]})
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -257,6 +292,7 @@ SPEC_MAX_ABS_DP_EXACT = {"float32": 2e-4, "float16": 2e-2, "bfloat16": 6e-2}
 SPEC_MAX_ABS_DP_APPROXIMATE = 2e-2
 SPEC_MAX_ABS_DLOGIT = 3e-5   # §11.6: logits vs the independent references (atol = rtol = 3e-5)
 ACCURACY_DROP = -0.02   # §12.12.6: approximate changes are judged on held-out labelled quality
+MCNEMAR_LEVEL = 0.05    # a loss of right answers significant at 5% (fidelity.decisions.mcnemar_p) rejects
 
 
 def common_gates(comparison: str) -> tuple[Gate, ...]:
@@ -276,22 +312,108 @@ def flip_gate(exact_float32: bool) -> Gate:
                 "top-two gap of at least 0.05; near-tie flips are counted and bounded by max_abs_dp")
 
 
+def decisive_gate() -> Gate:
+    return Gate("decisive_flips", "<=", 0.0, derivation="no decision may change where the reference decided by a "
+                                                        "top-two gap of at least 0.05 (fidelity.decisions)")
+
+
+def near_tie_gate(allowance: float, derivation: str) -> Gate:
+    """Near-tie changes up to what the reference's own noise does to them (an FP16 cast, on the same suite)."""
+    return Gate("near_tie_flips", "<=", float(allowance), noise_floor=float(allowance), derivation=derivation)
+
+
+def mcnemar_gate() -> Gate:
+    return Gate("mcnemar_p", ">=", MCNEMAR_LEVEL,
+                derivation="no significant loss: McNemar's exact one-sided test of right->wrong against "
+                           f"wrong->right, at {MCNEMAR_LEVEL:g}")
+
+
+def decision_gates(near_tie: Gate) -> tuple[Gate, ...]:
+    """The verdict of an approximate pass: no decisive change, near-tie changes within the noise, no loss."""
+    return decisive_gate(), near_tie, mcnemar_gate()
+
+
+def as_diagnostics(gates: Sequence[Gate]) -> tuple[Gate, ...]:
+    return tuple(dataclasses.replace(gate, diagnostic=True) for gate in gates)
+
+
 def accuracy_gate() -> Gate:
     return Gate("accuracy_delta", ">=", ACCURACY_DROP, requires_labels=True,
                 derivation="§12.12.6: held-out labelled quality may drop by at most 0.02")
 
 
 def gate_table(float32: bool, exact: tuple[Gate, ...], exact_cumulative: tuple[Gate, ...],
-               approximate: tuple[Gate, ...], approximate_cumulative: tuple[Gate, ...]) -> DtypeGates:
+               approximate: tuple[Gate, ...], approximate_cumulative: tuple[Gate, ...],
+               near_ties: tuple[Gate, Gate]) -> DtypeGates:
     """One dtype's default gate lists from their bound gates; the common, flip and accuracy gates around them
-    are the same in every gates file."""
+    are the same in every gates file. Approximate lists: the decision gates decide (`near_ties`: the
+    incremental and cumulative near-tie allowances), the drift bounds become diagnostics."""
     flips = flip_gate(float32)
     return DtypeGates(
         exact_incremental=common_gates("incremental") + (flips, *exact),
         exact_cumulative=common_gates("cumulative") + (flips, *exact_cumulative, accuracy_gate()),
-        approximate_incremental=common_gates("incremental") + (flip_gate(False), *approximate, accuracy_gate()),
-        approximate_cumulative=common_gates("cumulative") + (flip_gate(False), *approximate_cumulative,
-                                                              accuracy_gate()))
+        approximate_incremental=common_gates("incremental") + decision_gates(near_ties[0])
+        + as_diagnostics(approximate) + (accuracy_gate(),),
+        approximate_cumulative=common_gates("cumulative") + decision_gates(near_ties[1])
+        + as_diagnostics(approximate_cumulative) + (accuracy_gate(),))
+
+
+def _recorded_near_tie_flips(measured: Mapping[str, Any], dtype: str) -> float | None:
+    """Near-tie flips of the cast to `dtype` as a calibration recorded them (version 1 recorded argmax and
+    decisive flips only: their difference); 0 for float32 (no cast), None when not measured."""
+    if dtype == "float32":
+        return 0.0
+    drift = (measured.get("drift") or {}).get(dtype)
+    if not isinstance(drift, Mapping):
+        return None
+    if "near_tie_flips" in drift:
+        return float(drift["near_tie_flips"])
+    if "argmax_flips" in drift and "decisive_flips" in drift:
+        return float(drift["argmax_flips"]) - float(drift["decisive_flips"])
+    return None
+
+
+def near_tie_allowances(measured: Mapping[str, Any], dtype: str) -> tuple[Gate, Gate]:
+    """(incremental, cumulative) near-tie gates of an approximate pass in `dtype`: the near ties the FP16 cast
+    flips on the calibration suite, plus (cumulative, vs the float32 reference) those the cast to `dtype` flips.
+    None measured: no near-tie change allowed."""
+    half = _recorded_near_tie_flips(measured, "float16")
+    own = _recorded_near_tie_flips(measured, dtype)
+    if half is None or own is None:
+        text = "not calibrated: no near-tie change allowed"
+        return near_tie_gate(0.0, text), near_tie_gate(0.0, text)
+    questions = measured.get("questions", "?")
+    incremental = f"the near ties the float16 cast flips on the calibration suite ({half:g} of {questions} questions)"
+    if dtype in ("float32", "float16"):
+        cumulative_text = incremental if dtype == "float32" else f"{incremental}, twice: the cast, then the pass"
+        cumulative = half if dtype == "float32" else 2 * half
+    else:
+        cumulative, cumulative_text = own + half, f"the near ties the {dtype} cast flips ({own:g}) plus {incremental}"
+    return near_tie_gate(half, incremental), near_tie_gate(cumulative, cumulative_text)
+
+
+def upgrade_version_1(gates_file: GatesFile) -> GatesFile:
+    """A version-1 file as version 2: its exact lists as written; each approximate list gets the decision gates
+    (near-tie allowance from its recorded FP16 cast flips) and keeps its drift bounds as diagnostics. Its drift
+    bounds are maxima over the calibration suite; `calibrate-gates --from-measurements` re-derives the file."""
+    tables = {}
+    for dtype, table in gates_file.gates.items():
+        near_ties = near_tie_allowances(gates_file.measured, dtype)
+
+        def upgraded(gates: tuple[Gate, ...], near_tie: Gate) -> tuple[Gate, ...]:
+            kept = tuple(gate for gate in gates if gate.metric not in ("decisive_flips", "argmax_flips",
+                                                                       "near_tie_flips", "mcnemar_p"))
+            common = tuple(gate for gate in kept if gate.op == "==")
+            rest = tuple(gate for gate in kept if gate.op != "==" and gate.metric not in LABEL_METRICS)
+            labels = tuple(gate for gate in kept if gate.op != "==" and gate.metric in LABEL_METRICS)
+            return common + decision_gates(near_tie) + as_diagnostics(rest) + labels
+
+        tables[dtype] = dataclasses.replace(
+            table, approximate_incremental=upgraded(table.approximate_incremental, near_ties[0]),
+            approximate_cumulative=upgraded(table.approximate_cumulative, near_ties[1]))
+    return dataclasses.replace(gates_file, gates=tables, version=GATES_FILE_VERSION,
+                               description=f"{gates_file.description} [version 1, upgraded on reading: approximate "
+                                           "passes judged by decision changes, drift maxima as diagnostics]")
 
 
 def spec_bounds(name: str) -> tuple[Gate, Gate, Gate]:
@@ -313,7 +435,8 @@ def spec_gates() -> GatesFile:
     tables = {}
     for name in SPEC_MAX_ABS_DP_EXACT:
         exact, approximate, both = spec_bounds(name)
-        tables[name] = gate_table(name == "float32", (exact,), (exact,), (approximate,), (both,))
+        tables[name] = gate_table(name == "float32", (exact,), (exact,), (approximate,), (both,),
+                                  near_tie_allowances({}, name))
     return GatesFile(name=SPEC, gates=tables, description="the spec's tolerances, fixed in advance (no measurement)")
 
 

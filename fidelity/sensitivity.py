@@ -18,7 +18,7 @@ from laya_opt.passes.registry import get_pass
 from laya_opt.core.runtime import Runtime
 
 from laya_opt.fidelity.checker import EvalRequest, evaluate
-from laya_opt.fidelity.metrics import compare
+from laya_opt.fidelity.decisions import compare
 
 UNITS = ("layer", "linear")
 QUANTIZE = "quantize_encoder"
@@ -43,7 +43,8 @@ def selects_units(spec: PassSpec, config: Any) -> bool:
 
 def unit_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], spec: PassSpec, config: Any,
                      unit: str = "layer", bounds: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """Rank units by the argmax flips, then the max |dp|, that applying the pass to each one alone causes.
+    """Rank units by the decisions that applying the pass to each one alone changes (decisive changes, then
+    every change, then right->wrong), then by the max |dp|.
 
     The pass keeps every setting of `config` but its `include`, which names one unit; units the config
     already excludes are left out. With `bounds` (metric -> the threshold of a `<=` gate), the second key
@@ -65,6 +66,8 @@ def unit_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], spec: Pa
         metrics = compare(baseline, evaluate(candidate, requests)).metrics
         rows.append({"unit": name, "questions": len(baseline.questions),
                      "argmax_flips": int(metrics["argmax_flips"]), "decisive_flips": int(metrics["decisive_flips"]),
+                     "near_tie_flips": int(metrics["near_tie_flips"]), "right_to_wrong": int(metrics["right_to_wrong"]),
+                     "wrong_to_right": int(metrics["wrong_to_right"]),
                      "argmax_agreement": metrics["argmax_agreement"], "max_abs_dp": metrics["max_abs_dp"],
                      "mean_abs_dp": metrics["mean_abs_dp"], "max_abs_dlogit": metrics.get("max_abs_dlogit"),
                      "kl_logits_max": metrics.get("kl_logits_max"), **unit_facts(spec, unit_config, candidate)})
@@ -72,7 +75,8 @@ def unit_sensitivity(runtime: Runtime, requests: Sequence[EvalRequest], spec: Pa
             rows[-1]["gate_ratio"] = max(metrics[name] / bound if bound > 0 else math.inf
                                          for name, bound in bounds.items() if name in metrics)
     second = "gate_ratio" if bounds else "max_abs_dp"
-    rows.sort(key=lambda row: (-row["argmax_flips"], -row[second], row["unit"]))
+    rows.sort(key=lambda row: (-row["decisive_flips"], -row["argmax_flips"], -row["right_to_wrong"], -row[second],
+                               row["unit"]))
     return [dict(row, rank=rank) for rank, row in enumerate(rows, start=1)]
 
 
@@ -100,9 +104,10 @@ def sensitivity_table(rows: Sequence[dict], title: str = "") -> dict:
 
     ratio = any("gate_ratio" in row for row in rows)
     return {"title": title or "sensitivity (one unit at a time vs the runtime without the pass)",
-            "columns": ["rank", "unit", "scheme", "modules", "argmax flips", "decisive flips", "max |dp|",
+            "columns": ["rank", "unit", "scheme", "modules", "argmax flips", "decisive flips", "r→w / w→r", "max |dp|",
                         "mean |dp|", "max |Δ logit|"] + (["worst gate ratio"] if ratio else []),
             "rows": [[str(row["rank"]), row["unit"], row["scheme"], str(row["modules"]),
                       f"{row['argmax_flips']}/{row['questions']}", str(row["decisive_flips"]),
+                      f"{row.get('right_to_wrong', 0)} / {row.get('wrong_to_right', 0)}",
                       f"{row['max_abs_dp']:.4g}", f"{row['mean_abs_dp']:.4g}", dlogit(row)]
                      + ([f"{row['gate_ratio']:.3g}"] if ratio else []) for row in rows]}

@@ -4,11 +4,12 @@
    earlier stage passed, so its addition is what failed).
 2. If that pass changes parameters and selects modules by path (quantize_encoder), every encoder layer
    (or Linear) gets the pass alone, on the runtime the pass was applied to, and the units are ranked by
-   the argmax flips they cause on the gating suite, then by their worst ratio of a drift metric (max |dp|,
-   max |Δ logit|, KL) to the stage's own incremental bound (`fidelity.sensitivity`).
+   the decisions they change on the gating suite (decisive changes, every change, right->wrong), then by
+   their worst ratio of a drift metric to the stage's own incremental bound (`fidelity.sensitivity`).
 3. The fewest top-ranked units whose exclusion lets the stage pass its gates are found by binary search
    over the ranking (re-running the stack up to that pass for each count), and the whole stack is
-   re-run with that `exclude:` list to verify it.
+   re-run with that `exclude:` list to verify it: the verification passes the decision-change gates, and
+   the summary states what it proves (the 95% upper bound on the rate of changed decisions).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import yaml
 from laya_opt.runs.experiment import Experiment
 from laya_opt.fidelity.checker import EvalRequest
 from laya_opt.util.console import rich_table
-from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS
+from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, PERCENTILE_OF
 from laya_opt.fidelity.sensitivity import selects_units, sensitivity_table, unit_sensitivity
 from laya_opt.runs.pipeline import PipelineResult, StageResult
 from laya_opt.runs.runner import load_inputs, load_reference, precheck_steps
@@ -111,7 +112,7 @@ def bisect_stack(experiment: Experiment, reference: Runtime, requests: Sequence[
         return BisectResult(result.stages, failing, seconds=time.perf_counter() - started)
     say(f"ranking {unit}s by what {step.name} alone does to each")
     bounds = {result.gate.metric: result.gate.threshold for result in failing.incremental_gates
-              if result.gate.op == "<=" and result.gate.metric in CALIBRATED_METRICS}
+              if result.gate.op == "<=" and result.gate.metric in CALIBRATED_METRICS + tuple(PERCENTILE_OF.values())}
     ranking = tuple(unit_sensitivity(parent, requests, step.spec, step.config, unit, bounds))
     units = [row["unit"] for row in ranking]
     trials: dict[int, ExclusionTrial] = {}
@@ -162,8 +163,20 @@ def summary_lines(outcome: BisectResult) -> list[str]:
         return lines + ["no exclusion list short of excluding every unit lets the stage pass"]
     verdict = "passes every gate" if outcome.fixed else \
         f"still fails ({', '.join(s.name for s in outcome.verified.stages if not s.gates_passed)})"
+    proof = verified_proof(outcome)
     return lines + [f"suggested exclude ({len(outcome.exclude)}): {', '.join(outcome.exclude)}; "
-                    f"the whole stack re-run with it {verdict}", f"bisect took {outcome.seconds:.1f} s"]
+                    f"the whole stack re-run with it {verdict}"] + ([f"verified: {proof}"] if proof else []) + \
+        [f"bisect took {outcome.seconds:.1f} s"]
+
+
+def verified_proof(outcome: BisectResult) -> str | None:
+    """What the verification run proves about the bisected stage's decisions against the reference."""
+    if outcome.verified is None or outcome.failing is None:
+        return None
+    stage = next((s for s in outcome.verified.stages if s.index == outcome.failing.index), None)
+    if stage is None or stage.cumulative is None or stage.cumulative.decisions is None:
+        return None
+    return stage.cumulative.decisions.proof()
 
 
 def trials_table(outcome: BisectResult) -> dict:
@@ -193,4 +206,5 @@ def as_json(outcome: BisectResult) -> dict[str, Any]:
             "ranking": list(outcome.ranking),
             "trials": [dataclasses.asdict(trial) for trial in outcome.trials],
             "exclude": None if outcome.exclude is None else list(outcome.exclude), "fixed": outcome.fixed,
+            "verified_proof": verified_proof(outcome),
             "snippet": outcome.snippet, "seconds": outcome.seconds}

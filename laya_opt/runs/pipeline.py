@@ -20,9 +20,10 @@ from laya_opt.core.checkpoint import dtype_name
 from laya_opt.util.errors import InputError, PassError
 from laya_opt.fidelity.capture_probe import capture_drift
 from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
+from laya_opt.fidelity.decisions import compare
 from laya_opt.fidelity.gates import Gate, GateResult, GatesFile, check_gates, common_gates, default_gates, load_gates_file
 from laya_opt.fidelity.kernel_probe import kernel_rounding_error
-from laya_opt.fidelity.metrics import FidelityReport, compare
+from laya_opt.fidelity.metrics import FidelityReport
 from laya_opt.suites.workloads import named_requests
 from laya_opt.passes.contract import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
 from laya_opt.util.progress import Track, silent

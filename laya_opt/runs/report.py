@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from laya_opt.timing.bench import BenchResult, tail_warning, thin_tails
+from laya_opt.runs.decision_table import decision_section
 from laya_opt.runs.next_steps import next_steps_section
 from laya_opt.runs.pipeline import StageResult
 from laya_opt.util.markdown import markdown_table
@@ -64,8 +65,8 @@ def gate_rows(stage: StageResult, allow_failed_gates: bool) -> list[dict]:
     rows = []
     for comparison, results in (("incremental", stage.incremental_gates), ("cumulative", stage.cumulative_gates)):
         for result in results:
-            status = "skipped" if result.skipped else "pass" if result.passed else \
-                "WAIVED" if allow_failed_gates else "FAIL"
+            status = "skipped" if result.skipped else "over (diagnostic)" if result.exceeded else \
+                "pass" if result.passed else "WAIVED" if allow_failed_gates else "FAIL"
             rows.append({"comparison": comparison, "gate": str(result.gate), "metric": result.gate.metric,
                          "op": result.gate.op, "threshold": result.gate.threshold, "measured": result.measured,
                          "noise_floor": result.gate.noise_floor, "derivation": result.gate.derivation,
@@ -106,6 +107,8 @@ def stage_record(stage: StageResult, bench: BenchResult | None, allow_failed_gat
         "gates": gate_rows(stage, allow_failed_gates),
         "metrics": {name: None if report is None else report.metrics for name, report in reports.items()},
         "per_type": {name: None if report is None else report.per_type for name, report in reports.items()},
+        "decisions": {name: None if report is None or report.decisions is None else report.decisions.summary()
+                      for name, report in reports.items()},
         "first_token_mismatch": {name: None if report is None or report.first_token_mismatch is None else
                                  {"key": report.first_token_mismatch, "detail": report.first_token_mismatch_detail}
                                  for name, report in reports.items()},
@@ -336,6 +339,7 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
+    lines += decision_section(records)
     gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g),
                    NO_VALUE if g.get("noise_floor") is None else f"{_number(g['noise_floor']):.3g}", g["status"]]
                   for r in records for g in r["gates"]]

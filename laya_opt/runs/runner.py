@@ -41,6 +41,7 @@ from laya_opt.runs.pipeline import PipelineResult, StageResult, check_reference,
 from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
+from laya_opt.runs.decision_table import console_decision_table
 from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line, console_table,
                                   latency_records, plain, render_report, row_from_record, row_styles, stage_label, stage_record)
 from laya_opt.core.runtime import Runtime, runtime_from_checkpoint
@@ -343,6 +344,9 @@ def print_outcome(outcome: RunOutcome, console) -> None:
         line(f"reference: {outcome.reference_cache.describe()}")
     print_table(console, console_table(outcome.rows, outcome.workloads, title=outcome.results_dir.name), ID_COLUMNS,
                 row_styles(outcome.rows))
+    decisions = console_decision_table(outcome.records)
+    if decisions is not None:
+        print_table(console, decisions, ID_COLUMNS)
     if outcome.bench is not None and outcome.bench.measurements:
         warning = tail_warning(min(m.summary.n for m in outcome.bench.measurements))
         if warning:

@@ -65,3 +65,35 @@ def test_calibrate_gates_writes_a_gates_file_and_derives_again_from_its_measurem
     assert rederived.exit_code == 0, rederived.output
     assert yaml.safe_load(again.read_text())["gates"] == yaml.safe_load(out.read_text())["gates"]
     assert read_gates_file(again).source["derived_by"].startswith("laya-opt calibrate-gates --from-measurements")
+
+
+def test_measure_records_what_the_decision_gates_rest_on(reference):
+    measured = measure(reference, REQUESTS[:2], dtypes=("float32", "float16"))
+    drift = measured["drift"]["float16"]
+    assert {"near_tie_flips", "p99_abs_dp", "p99_abs_dlogit", "p99_kl_logits"} <= set(drift)
+    assert 0 <= drift["p99_abs_dp"] <= drift["max_abs_dp"] and 0 <= measured["near_ties"] <= measured["questions"]
+
+
+def test_a_version_1_gates_file_is_derived_again_as_version_2_with_every_derivation_stated(tmp_path):
+    from laya_opt.util.resources import gates_file_path
+
+    shipped = gates_file_path("standin")
+    out = tmp_path / "standin-v2.yaml"
+    done = CliRunner().invoke(main, ["calibrate-gates", "--from-measurements", str(shipped), "--out", str(out)],
+                              terminal_width=250)
+    assert done.exit_code == 0, done.output
+    written = read_gates_file(out)
+    assert yaml.safe_load(out.read_text())["version"] == 2
+    approximate = written.gates["float16"].approximate_incremental
+    assert [g.metric for g in approximate if not g.diagnostic][3:6] == ["decisive_flips", "near_tie_flips", "mcnemar_p"]
+    assert "derived thresholds of standin-v2 (version 2)" in done.output and "near_tie_flips <= 0" in done.output
+    # Exact passes keep the bounds the version-1 file held.
+    assert written.gates["float16"].exact_incremental == read_gates_file(shipped).gates["float16"].exact_incremental
+
+
+def test_from_measurements_without_measurements_is_a_named_bad_input(tmp_path):
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: bare\ngates: {}\n")
+    done = CliRunner().invoke(main, ["calibrate-gates", "--from-measurements", str(bare), "--out",
+                                     str(tmp_path / "x.yaml")])
+    assert done.exit_code == 2 and "measured: missing" in done.output and not (tmp_path / "x.yaml").exists()

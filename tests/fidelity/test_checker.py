@@ -11,8 +11,9 @@ import pytest
 from laya_opt.suites.suite_file import label_index
 from laya_opt.fidelity.checker import (EvalRequest, Outputs, evaluate, predicted_index, question_output,
                               requests_from_suite)
+# The comparison the pipeline makes: drift and agreement (metrics) with the decision changes (decisions).
+from laya_opt.fidelity.decisions import compare
 from laya_opt.fidelity.gates import check_gates, default_gates
-from laya_opt.fidelity.metrics import compare
 from laya_opt.core.batching import insertion_order_planner
 from laya_opt.core.prompt import prepare_request
 from laya_opt.core.runtime import Runtime, clone_model, eager_forward, load_runtime

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from laya_opt.fidelity.checker import Outputs, question_output
+# The comparison the pipeline makes: drift and agreement (metrics) with the decision changes (decisions).
+from laya_opt.fidelity.decisions import compare
 from laya_opt.fidelity.gates import Gate, check_gates, default_gates, load_gates_file
-from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, compare
+from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN
 from laya_opt.runs.pipeline import StageResult
 from laya_opt.core.runtime import ModelInput
 

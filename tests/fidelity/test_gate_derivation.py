@@ -104,3 +104,56 @@ def test_a_written_gates_file_reads_back_with_every_threshold_and_derivation(tmp
             assert [(g, g.noise_floor, g.derivation) for g in written] == \
                 [(g, g.noise_floor, g.derivation) for g in loaded]
     assert read.source == {"suite": "none"} and read.factors["noise_multiple"] == NOISE_MULTIPLE
+
+
+# ------------------------------------------------------------------------------------- version 2: decision gates
+
+
+def _with_percentiles(near_ties: dict[str, float]) -> dict:
+    """Measurements as calibrate-gates now records them: the casts' p99 drift and near-tie flips."""
+    values = measured()
+    for dtype, drift in values["drift"].items():
+        drift.update(p99_abs_dp=DRIFT[dtype] / 4, p99_abs_dlogit=DRIFT[dtype] * 2.5,
+                     p99_kl_logits=DRIFT[dtype] * SCALE["kl_logits_max"] / 16, near_tie_flips=near_ties[dtype])
+    return values
+
+
+def test_approximate_drift_bounds_come_from_the_p99_of_the_cast_and_are_diagnostics():
+    gates = derive_gates(_with_percentiles({"float16": 3.0, "bfloat16": 5.0}), "t").gates
+    p99 = DRIFT["float16"] / 4
+    for dtype in ("float32", "float16", "bfloat16"):
+        incremental = bounds(gates[dtype].approximate_incremental)
+        assert incremental["p99_abs_dp"].threshold == rounded_up(DRIFT_MARGIN * p99)
+        assert incremental["p99_kl_logits"].threshold == rounded_up(DRIFT_MARGIN ** 2 * DRIFT["float16"]
+                                                                    * SCALE["kl_logits_max"] / 16)
+        assert "p99" in incremental["p99_abs_dp"].derivation
+        assert all(gate.diagnostic for gate in incremental.values() if gate.metric.startswith("p99_"))
+        assert "max_abs_dp" not in incremental   # no maximum over the suite decides or bounds an approximate pass
+    cumulative = bounds(gates["bfloat16"].approximate_cumulative)
+    assert cumulative["p99_abs_dp"].threshold == rounded_up(DRIFT_MARGIN * DRIFT["bfloat16"] / 4 + DRIFT_MARGIN * p99)
+    # Exact passes keep their same-dtype noise bounds, untouched by the new measurements.
+    assert gates["float16"].exact_incremental == derive_gates(measured(), "t").gates["float16"].exact_incremental
+
+
+def test_near_tie_allowances_are_what_the_casts_flip():
+    gates = derive_gates(_with_percentiles({"float16": 3.0, "bfloat16": 5.0}), "t").gates
+    allowance = {dtype: (bounds(gates[dtype].approximate_incremental)["near_tie_flips"].threshold,
+                         bounds(gates[dtype].approximate_cumulative)["near_tie_flips"].threshold) for dtype in gates}
+    assert allowance == {"float32": (3.0, 3.0), "float16": (3.0, 6.0), "bfloat16": (3.0, 8.0)}
+    for dtype in gates:
+        for table in (gates[dtype].approximate_incremental, gates[dtype].approximate_cumulative):
+            metrics = [(gate.metric, gate.op, gate.threshold) for gate in table if not gate.diagnostic]
+            assert ("decisive_flips", "<=", 0.0) in metrics and ("mcnemar_p", ">=", 0.05) in metrics
+    # Measurements from before near-tie flips were recorded: argmax minus decisive flips.
+    old = measured()
+    old["drift"]["float16"].update(argmax_flips=2.0, decisive_flips=0.0)
+    assert bounds(derive_gates(old, "t").gates["float32"].approximate_incremental)["near_tie_flips"].threshold == 2.0
+
+
+def test_a_version_2_file_with_diagnostics_reads_back(tmp_path):
+    file = derive_gates(_with_percentiles({"float16": 1.0, "bfloat16": 0.0}), "t")
+    path = tmp_path / "t.yaml"
+    path.write_text(dump_gates_file(file), encoding="utf-8")
+    read = read_gates_file(path)
+    assert read.version == 2 and "diagnostic: true" in path.read_text()
+    assert read.gates["float16"].approximate_cumulative == file.gates["float16"].approximate_cumulative

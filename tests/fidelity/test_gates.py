@@ -13,7 +13,8 @@ from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, derive_gates
 from laya_opt.fidelity.gates import (SPEC_MAX_ABS_DP_EXACT, Gate, GateResult, check_gates, default_gates,
                                      dump_gates_file, load_gates_file, parse_gate)
 
-PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0,
+PASSING = {"finite": 1.0, "deterministic": 1.0, "token_identity": 1.0, "argmax_agreement": 1.0, "near_tie_flips": 0.0,
+           "mcnemar_p": 1.0,
            "argmax_flips": 0.0, "decisive_agreement": 1.0, "decisive_flips": 0.0, "max_abs_dp": 0.0,
            "max_abs_dlogit": 0.0, "kl_logits_max": 0.0, "labelled": 3.0, "accuracy_delta": 0.0}
 
@@ -212,3 +213,28 @@ def test_a_gates_file_by_path_is_read_through_the_schema_and_errors_name_file_an
     unknown.write_text("name: x\ngates: {float8: {}}\n")
     with pytest.raises(SchemaError, match="unknown.yaml: gates.float8"):
         load_gates_file(str(unknown))
+
+
+def test_a_version_1_file_is_upgraded_on_reading_and_a_bad_version_is_named(tmp_path):
+    (tmp_path / "v1.yaml").write_text(dump_gates_file(SYNTHETIC).replace("version: 2", "version: 1"))
+    assert yaml.safe_load((tmp_path / "v1.yaml").read_text())["version"] == 1
+    upgraded = load_gates_file(str(tmp_path / "v1.yaml"))
+    assert upgraded.version == 2 and "upgraded on reading" in upgraded.description
+    for dtype, table in upgraded.gates.items():
+        assert table.exact_incremental == SYNTHETIC.gates[dtype].exact_incremental   # exact passes: as written
+        for gates in (table.approximate_incremental, table.approximate_cumulative):
+            deciding = {gate.metric for gate in gates if not gate.diagnostic}
+            assert {"decisive_flips", "near_tie_flips", "mcnemar_p"} <= deciding
+            assert not deciding & {"max_abs_dp", "max_abs_dlogit", "kl_logits_max"}
+    bad = tmp_path / "v3.yaml"
+    bad.write_text(dump_gates_file(SYNTHETIC).replace("version: 2", "version: 3"))
+    with pytest.raises(SchemaError, match=r"v3.yaml: version: 3 is not one of"):
+        load_gates_file(str(bad))
+
+
+def test_a_diagnostic_gate_never_fails_but_says_it_was_exceeded():
+    over, = check_gates({"max_abs_dp": 0.5}, (Gate("max_abs_dp", "<=", 0.1, diagnostic=True),))
+    assert over.passed and over.exceeded and "does not decide" in over.message
+    within, = check_gates({"max_abs_dp": 0.05}, (Gate("max_abs_dp", "<=", 0.1, diagnostic=True),))
+    assert within.passed and not within.exceeded
+    assert str(Gate("max_abs_dp", "<=", 0.1, diagnostic=True)) == "max_abs_dp <= 0.1 (diagnostic)"

@@ -83,10 +83,21 @@ def assert_same_execution(reference, candidate, request: EvalRequest, atol: floa
             assert a.tobytes() == b.tobytes()
 
 
-def other_codec():
-    """The tiny tokenizer with `x` in its vocabulary: the same texts tokenize to other ids."""
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "hello": 5, "x": 6}
+def codec_with(*words: str):
+    """The tiny tokenizer with `words` added to its vocabulary (the rest stay unknown)."""
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "hello": 5}
+    vocab.update({word: 6 + index for index, word in enumerate(words)})
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.add_special_tokens(["[PAD]", "[CLS]", "[SEP]", "[MASK]"])
     return codec_from_tokenizer(tokenizer, TINY_SPECIALS)
+
+
+def other_codec():
+    """`x` known: the same texts tokenize to other ids than under the tiny tokenizer."""
+    return codec_with("x")
+
+
+def typed_codec():
+    """The question types' words known, so a question's header says its type in ids."""
+    return codec_with("choice", "noul", "score", "question", ":")

@@ -71,3 +71,13 @@ def test_a_missing_checkpoint_exits_2_naming_it(tmp_path, capsys):
 
 def test_nan_margins_count_as_decisive():
     assert not mg.is_near_tie(np.array([np.nan, np.nan])) and mg.is_near_tie(np.array([0.5, 0.5]))
+
+
+@pytest.mark.slow
+def test_the_shipped_gate_equals_a_fresh_build_under_the_bundled_standin():
+    """Minutes on a CPU: screens the pool again with the stand-in and compares the bytes."""
+    from laya_opt.suites.suite_file import load_suite
+    from laya_opt.util.resources import suites_dir
+
+    under = load_suite(suites_dir() / "gate.jsonl").selected_under
+    assert mg.main(["--check", "--max-pool-questions", str(under["max_pool_questions"]), "--min-near-ties", "0"]) == 0

@@ -121,9 +121,12 @@ def checkpoint_digest(checkpoint_dir: Path, weights_sha256: str | None = None) -
 
 
 def requests_digest(requests: Sequence[EvalRequest]) -> str:
-    """SHA-256 of the requests as data: record ids, states, questions, labels and tags, in order."""
+    """SHA-256 of the requests as data: record ids, states, questions, labels and tags, in order.
+
+    Keys keep their order: a question's options and a dict state render in it, so the model sees it
+    (sorting them once made a pair differing only in option order share this component)."""
     rows = [[r.record_id, r.state, r.questions, r.labels, r.tags] for r in requests]
-    text = json.dumps(rows, sort_keys=True, ensure_ascii=False, default=repr)
+    text = json.dumps(rows, ensure_ascii=False, default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

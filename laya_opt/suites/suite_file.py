@@ -1,6 +1,7 @@
 """Labelled evaluation suites: a JSONL file with a header line and one record per line.
 
-Line 1: `{"suite": name, "version": 1, "generator_seed": int|null, "description": str}`.
+Line 1: `{"suite": name, "version": 1, "generator_seed": int|null, "description": str[, "selected_under": {...}]}`
+(`selected_under`: a suite chosen with a reference model records that model's checkpoint digests).
 Then one record per line::
 
     {"id": str, "state": str | dict | [{"role": str, "content": str}, ...],
@@ -9,6 +10,8 @@ Then one record per line::
      "tags": {qid: {"type", "language", "options", "length_class", "duplicate_of"[, "phenomenon"]}}}
 
 `phenomenon` (optional, one of PHENOMENA) names what makes a question hard (`fidelity.hard_cases`).
+`variant_of` and `variant` (optional, together) mark a question that repeats an earlier question of the
+same record with one field changed (`variant`, one of VARIANTS; `suites.synthetic.gate_pool`).
 
 `load_suite` validates strictly; every problem is a `SuiteError` naming the file and 1-based line.
 """
@@ -29,11 +32,13 @@ from laya_opt.suites.synthetic.lexicon import LANGUAGES
 SUITE_VERSION = 1
 LENGTH_CLASSES = ("short", "medium", "long")
 HEADER_KEYS = ("suite", "version", "generator_seed", "description")
+OPTIONAL_HEADER_KEYS = ("selected_under",)   # written only when set: suites without it keep their bytes
 RECORD_KEYS = ("id", "state", "questions", "labels", "tags")
 TAG_KEYS = ("type", "language", "options", "length_class", "duplicate_of")
-OPTIONAL_TAG_KEYS = ("phenomenon",)   # written only when set: suites without it keep their bytes
+OPTIONAL_TAG_KEYS = ("phenomenon", "variant_of", "variant")   # written only when set: other suites keep their bytes
 NOUL_TRUE = 1  # noul slot order is [false, true]
 PHENOMENA = ("standard", "paraphrase", "distractor", "close", "absent_fact", "negation_word", "retracted")
+VARIANTS = ("option_order", "option_text", "type")   # the one field a variant question changes
 
 
 class SuiteError(errors.SuiteError):
@@ -53,12 +58,13 @@ class QuestionTag:
     length_class: str
     duplicate_of: str | None = None
     phenomenon: str | None = None
+    variant_of: str | None = None    # the qid (same record) this question repeats with one field changed
+    variant: str | None = None       # which field: one of VARIANTS
 
     def to_json(self) -> dict:
         out = {"type": self.type, "language": self.language, "options": self.options,
                "length_class": self.length_class, "duplicate_of": self.duplicate_of}
-        if self.phenomenon is not None:
-            out["phenomenon"] = self.phenomenon
+        out.update({key: getattr(self, key) for key in OPTIONAL_TAG_KEYS if getattr(self, key) is not None})
         return out
 
 
@@ -86,6 +92,7 @@ class Suite:
     sha256: str
     generator_seed: int | None = None
     description: str = ""
+    selected_under: dict | None = None   # the reference checkpoint a model-selected suite was chosen under
 
     def questions(self) -> Iterator[tuple[SuiteRecord, str]]:
         """Every (record, qid) pair in file order."""
@@ -153,6 +160,10 @@ def validate_tag(spec: QuestionSpec, tag: Any) -> str | None:
         return problem
     if "phenomenon" in tag and tag["phenomenon"] not in PHENOMENA:
         return f"tags of {qid!r}: phenomenon {tag['phenomenon']!r} not in {list(PHENOMENA)}"
+    if ("variant" in tag) != ("variant_of" in tag):
+        return f"tags of {qid!r}: variant and variant_of go together"
+    if "variant" in tag and tag["variant"] not in VARIANTS:
+        return f"tags of {qid!r}: variant {tag['variant']!r} not in {list(VARIANTS)}"
     if tag["type"] != spec.type_name:
         return f"tags of {qid!r}: type {tag['type']!r} does not match the question type {spec.type_name!r}"
     if tag["language"] not in LANGUAGES:
@@ -169,7 +180,7 @@ def validate_tag(spec: QuestionSpec, tag: Any) -> str | None:
 
 
 def _validate_header(obj: Any) -> str | None:
-    problem = _exact_keys(obj, HEADER_KEYS, "header")
+    problem = _exact_keys(obj, HEADER_KEYS, "header", OPTIONAL_HEADER_KEYS)
     if problem:
         return problem
     if not isinstance(obj["suite"], str) or not obj["suite"]:
@@ -180,6 +191,8 @@ def _validate_header(obj: Any) -> str | None:
         return "header: generator_seed must be an integer or null"
     if not isinstance(obj["description"], str):
         return "header: description must be a string"
+    if "selected_under" in obj and not (isinstance(obj["selected_under"], dict) and obj["selected_under"]):
+        return "header: selected_under must be a non-empty object"
     return None
 
 
@@ -218,12 +231,25 @@ def _validate_record(obj: Any, seen: dict[str, SuiteRecord]) -> tuple[SuiteRecor
             return None, f"record {rid!r}: {problem}"
         parsed_tags[qid] = QuestionTag(**tags[qid])
     record = SuiteRecord(rid, obj["state"], questions, labels, parsed_tags)
+    problem = _check_variants(record)
+    if problem:
+        return None, f"record {rid!r}: {problem}"
     for qid, tag in parsed_tags.items():
         if tag.duplicate_of is not None:
             problem = _check_duplicate(record, qid, tag.duplicate_of, seen)
             if problem:
                 return None, f"record {rid!r}: {problem}"
     return record, None
+
+
+def _check_variants(record: SuiteRecord) -> str | None:
+    """variant_of names an earlier question of the same record."""
+    order = list(record.questions)
+    for qid, tag in record.tags.items():
+        if tag.variant_of is not None and (tag.variant_of not in record.questions
+                                           or order.index(tag.variant_of) >= order.index(qid)):
+            return f"variant_of {tag.variant_of!r} of {qid!r} must name an earlier question of the record"
+    return None
 
 
 def _check_duplicate(record: SuiteRecord, qid: str, ref: str, seen: dict[str, SuiteRecord]) -> str | None:
@@ -279,7 +305,8 @@ def parse_suite(data: bytes, path: str | Path = "<suite>") -> Suite:
         raise SuiteError(path, len(lines), "suite has no records")
     return Suite(name=header["suite"], version=header["version"], path=str(path),
                  records=tuple(records.values()), sha256=hashlib.sha256(data).hexdigest(),
-                 generator_seed=header["generator_seed"], description=header["description"])
+                 generator_seed=header["generator_seed"], description=header["description"],
+                 selected_under=header.get("selected_under"))
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -288,10 +315,12 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def dump_suite(name: str, records: Sequence[SuiteRecord], *, generator_seed: int | None,
-               description: str) -> bytes:
+               description: str, selected_under: dict | None = None) -> bytes:
     """Serialise a suite (deterministic bytes) and validate it by parsing it back."""
     header = {"suite": name, "version": SUITE_VERSION, "generator_seed": generator_seed,
               "description": description}
+    if selected_under is not None:
+        header["selected_under"] = selected_under
     lines = [json.dumps(header, ensure_ascii=False)]
     lines.extend(json.dumps(record.to_json(), ensure_ascii=False) for record in records)
     data = ("\n".join(lines) + "\n").encode("utf-8")

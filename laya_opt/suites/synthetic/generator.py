@@ -404,6 +404,12 @@ def generate(split: str, n_records: int, seed: int) -> list[SuiteRecord]:
     return [record for record, _ in itertools.islice(_stream(split, seed), n_records)]
 
 
+def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
+    """Endless stream of `split` records; its first n equal `generate(split, n, seed)`."""
+    for record, _ in _stream(split, seed):
+        yield record
+
+
 def iter_training_records(seed: int) -> Iterator[SuiteRecord]:
     """Endless stream of `train` records; its first n equal `generate("train", n, seed)`."""
     for record, _ in _stream("train", seed):

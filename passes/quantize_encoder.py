@@ -98,6 +98,14 @@ def evaluation_path(packed: Runtime, config: QuantizeEncoderConfig, data) -> tup
                                                                         "check": check.as_dict()}
 
 
+def kernel_note(path: str) -> str:
+    """What the stage's measurements are of: never let a dense-path timing pass for packed-kernel speed."""
+    if path == DENSE:
+        return ("kernel: dense-dequantized matmuls (same quantized values; timed as dense GEMMs, "
+                "not packed-kernel speed)")
+    return "kernel: packed (MLX quantized matmul)"
+
+
 def apply(runtime: Runtime, config: QuantizeEncoderConfig, data):
     check_applicable(runtime.model, config)
     model = clone_model(runtime.model)  # quantized in place: the input runtime's model is never touched
@@ -107,7 +115,8 @@ def apply(runtime: Runtime, config: QuantizeEncoderConfig, data):
     manifest = coverage_manifest(model, runtime.dtype, selection.kept)
     child, eval_path = evaluation_path(runtime.replace(model=model), config, data)
     report = {"scheme": config.scheme.as_dict(), "include": list(config.include), "exclude": list(config.exclude),
-              "coverage": manifest.to_dict(), "summary": f"{coverage_summary(manifest)}; evaluated {eval_path['path']}",
+              "coverage": manifest.to_dict(),
+              "summary": f"{coverage_summary(manifest)}; {kernel_note(eval_path['path'])}",
               "eval_path": eval_path, "tables": [manifest.table()]}
     return child, report
 

@@ -173,7 +173,7 @@ def test_default_eval_path_keeps_the_packed_kernel(runtime):
     report = quantized.info["quantize_encoder"]
     assert report["eval_path"] == {"path": "packed", "why": "eval_path: packed (asked); slow on the CPU backend",
                                    "check": None}
-    assert report["summary"].endswith("; evaluated packed")
+    assert report["summary"].endswith("; kernel: packed (MLX quantized matmul)")
 
 
 def test_auto_on_the_cpu_evaluates_dense_dequantized_after_checking_it(runtime):
@@ -181,6 +181,8 @@ def test_auto_on_the_cpu_evaluates_dense_dequantized_after_checking_it(runtime):
     report = dense.info["quantize_encoder"]["eval_path"]
     assert report["path"] == "dense-dequantized" and "CPU backend" in report["why"]
     assert report["check"]["ok"] and report["check"]["calls"] == 12
+    assert dense.info["quantize_encoder"]["summary"].endswith(
+        "; kernel: dense-dequantized matmuls (same quantized values; timed as dense GEMMs, not packed-kernel speed)")
     assert report["check"]["inputs"] == "a seeded probe batch (check_with: none)"
     assert {type(m) for m in quant.weight_modules(dense.model).values() if isinstance(m, nn.QuantizedLinear)} == \
         {quant_eval.DequantizedLinear}

@@ -86,8 +86,10 @@ def test_check_agrees_within_rounding_on_questions_and_on_the_probe(packed):
         check = dense_path_check(packed, batches, inputs)
         assert check.ok and check.inputs == inputs and check.calls == LINEARS * len(batches)
         assert 0 <= check.rounding_units <= check.bound == quant_eval.ROUNDING_BOUND
-        assert check.worst_module in linears(packed.model) and check.max_abs_dlogit < 1e-3
+        assert check.worst_module in linears(packed.model) and 0 < check.rows <= quant_eval.CHECK_ROWS * check.calls
         require_agreement(check)  # does not raise
+    probe = dense_path_check(packed, [probe_batch(packed)], "probe", rows_per_call=8)
+    assert probe.rows == 8 * LINEARS  # the probe's 4 x 128 token rows, sampled down to 8 per call
 
 
 def test_dense_forward_matches_the_packed_forward(packed):

@@ -1,7 +1,7 @@
 """Which kernel evaluates a quantized Linear: MLX's packed `quantized_matmul`, or the very same quantized values
 dequantized into a dense matmul, and the check that the two agree within rounding before the dense one is used.
 
-Why: MLX's packed kernel is slow on the CPU backend (about 35x slower than a dense OpenBLAS GEMM on the
+Why: MLX's packed kernel is slow on the CPU backend (28-50x slower than a dense OpenBLAS GEMM on the
 stand-in's shapes), which made the 8-bit experiment take ~19 minutes there. The dense path changes no
 weight value. A `DequantizedLinear` *is* a `QuantizedLinear` holding the same packed weight, scales and
 biases, so coverage manifests, exports (`checkpoint.save_quantized`) and `isinstance` checks still see a

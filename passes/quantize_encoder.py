@@ -6,10 +6,18 @@ them, and the action head never changes (explicit fp32 contract). Every selected
 is checked against the group size first; nothing is skipped silently. Activations stay in the
 candidate dtype: only weights are packed. The report carries the coverage manifest: per module,
 quantized (scheme) or kept (why), with bytes and effective bits per weight.
+
+`eval_path` picks the kernel the quantized Linears are evaluated with (`laya_opt.core.quant_eval`): MLX's
+packed quantized matmul, or the same quantized values dequantized into dense matmuls, which is what `auto`
+picks on the CPU backend, where the packed kernel is slow. The weights, the manifest and an export are the
+same either way. Before the dense path is used it is checked against the packed kernel on a few inputs
+(`check_with`'s longest requests, or a seeded probe batch) and refused beyond the kernel-rounding bound;
+the report's `eval_path` says which path was measured, why, and what the check found.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import mlx.core as mx
 
@@ -18,9 +26,12 @@ from laya_opt.util.schema import checked
 from laya_opt.core.quant import (DEFAULT_INCLUDE, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme,
                                  check_selectors, coverage_manifest, coverage_summary, dense_modules, quantization_problems,
                                  quantize_modules, select_modules, selector_matches, weight_modules)
+from laya_opt.core.quant_eval import (DENSE, dense_path_check, probe_batch, question_batches, require_agreement,
+                                      resolve_eval_path, with_eval_path)
 from laya_opt.core.runtime import Runtime, clone_model
 
 NAME = "quantize_encoder"
+CHECK_REQUESTS = 2  # the dense path is checked on this many of `check_with`'s longest requests
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,11 @@ class QuantizeEncoderConfig:
     # module path prefixes or globs; replaces the default when given
     include: tuple[str, ...] = field(default=DEFAULT_INCLUDE, metadata={"nonempty": True})
     exclude: tuple[str, ...] = ()
+    # auto: dense-dequantized matmuls on the CPU backend (fast), MLX's packed kernel elsewhere. The default
+    # keeps the real packed modules (what `lo.apply` always returned); the shipped experiments say auto.
+    eval_path: Literal["auto", "packed", "dense"] = "packed"
+    # a suite or workload whose longest requests check the dense path (data need); none: a seeded probe batch
+    check_with: str = field(default="none", metadata={"nonempty": True})
 
     def __post_init__(self):
         check_scheme(self.bits, self.group_size, self.mode, where="scheme")
@@ -72,6 +88,33 @@ def check_applicable(model, config: QuantizeEncoderConfig) -> None:
                          + "\n  ".join(problems))
 
 
+def evaluation_path(packed: Runtime, config: QuantizeEncoderConfig, data) -> tuple[Runtime, dict]:
+    """The runtime whose quantized Linears run the configured path, and the report entry saying which and why.
+
+    The dense path is used only after it matched the packed kernel within rounding (DensePathMismatch otherwise).
+    """
+    path, why = resolve_eval_path(config.eval_path)
+    if path != DENSE:
+        return packed, {"path": path, "why": why, "check": None}
+    if config.check_with != "none":
+        batches = question_batches(packed, data["check_with"], CHECK_REQUESTS)
+        inputs = f"the {CHECK_REQUESTS} longest requests of {config.check_with!r}"
+    else:
+        batches, inputs = [probe_batch(packed)], "a seeded probe batch (check_with: none)"
+    check = dense_path_check(packed, batches, inputs)
+    require_agreement(check)
+    return packed.replace(model=with_eval_path(packed.model, DENSE)), {"path": path, "why": why,
+                                                                        "check": check.as_dict()}
+
+
+def kernel_note(path: str) -> str:
+    """What the stage's measurements are of: never let a dense-path timing pass for packed-kernel speed."""
+    if path == DENSE:
+        return ("kernel: dense-dequantized matmuls (same quantized values; timed as dense GEMMs, "
+                "not packed-kernel speed)")
+    return "kernel: packed (MLX quantized matmul)"
+
+
 def apply(runtime: Runtime, config: QuantizeEncoderConfig, data):
     check_applicable(runtime.model, config)
     model = clone_model(runtime.model)  # quantized in place: the input runtime's model is never touched
@@ -79,9 +122,12 @@ def apply(runtime: Runtime, config: QuantizeEncoderConfig, data):
     quantize_modules(model, {path: config.scheme for path in selection.selected})
     mx.eval(model.parameters())
     manifest = coverage_manifest(model, runtime.dtype, selection.kept)
+    child, eval_path = evaluation_path(runtime.replace(model=model), config, data)
     report = {"scheme": config.scheme.as_dict(), "include": list(config.include), "exclude": list(config.exclude),
-              "coverage": manifest.to_dict(), "summary": coverage_summary(manifest), "tables": [manifest.table()]}
-    return runtime.replace(model=model), report
+              "coverage": manifest.to_dict(),
+              "summary": f"{coverage_summary(manifest)}; {kernel_note(eval_path['path'])}",
+              "eval_path": eval_path, "tables": [manifest.table()]}
+    return child, report
 
 
 PASS = PassSpec(
@@ -92,4 +138,5 @@ PASS = PassSpec(
     description="weight-only group quantization of the encoder Linears (checked group widths, action head dense)",
     replaces=frozenset({"model"}),
     precheck=check_applicable,
+    needs={"check_with": "requests"},
 )

@@ -8,7 +8,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 import laya_opt as lo
-from laya_opt.core import quant
+from laya_opt.core import quant, quant_eval
 from laya_opt.core.decode import answer_probabilities
 from laya_opt.core.runtime import load_runtime
 from laya_opt.passes.quantize_encoder import PASS
@@ -163,3 +163,55 @@ def test_fp_modes_run_and_are_recorded(runtime, mode, bits):
     layer = quantized.model.encoder.layers[0].attn.Wqkv
     assert layer.mode == mode and "biases" not in layer and layer.scales.dtype == mx.uint8
     assert all(np.all(np.isfinite(p)) for p in probabilities(quantized))
+
+
+# ----------------------------------------------------------------------------- eval_path (issue 22 item 6)
+
+
+def test_default_eval_path_keeps_the_packed_kernel(runtime):
+    quantized = quantize(runtime)
+    report = quantized.info["quantize_encoder"]
+    assert report["eval_path"] == {"path": "packed", "why": "eval_path: packed (asked); slow on the CPU backend",
+                                   "check": None}
+    assert report["summary"].endswith("; kernel: packed (MLX quantized matmul)")
+
+
+def test_auto_on_the_cpu_evaluates_dense_dequantized_after_checking_it(runtime):
+    packed, dense = quantize(runtime), quantize(runtime, eval_path="auto")
+    report = dense.info["quantize_encoder"]["eval_path"]
+    assert report["path"] == "dense-dequantized" and "CPU backend" in report["why"]
+    assert report["check"]["ok"] and report["check"]["calls"] == 12
+    assert dense.info["quantize_encoder"]["summary"].endswith(
+        "; kernel: dense-dequantized matmuls (same quantized values; timed as dense GEMMs, not packed-kernel speed)")
+    assert report["check"]["inputs"] == "a seeded probe batch (check_with: none)"
+    assert {type(m) for m in quant.weight_modules(dense.model).values() if isinstance(m, nn.QuantizedLinear)} == \
+        {quant_eval.DequantizedLinear}
+    # the same weights, the same coverage manifest: only the kernel differs
+    assert dense.info["quantize_encoder"]["coverage"] == packed.info["quantize_encoder"]["coverage"]
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(probabilities(dense), probabilities(packed)))
+    assert worst < 1e-5
+
+
+def test_check_with_names_the_requests_it_checked_on(runtime):
+    config = PASS.make_config({"group_size": 32, "eval_path": "dense", "check_with": "mine"})
+    dense = lo.apply(runtime, config, data={"check_with": REQUESTS})
+    check = dense.info["quantize_encoder"]["eval_path"]["check"]
+    assert check["inputs"] == "the 2 longest requests of 'mine'" and check["ok"]
+    assert lo.apply(runtime, config.__class__(group_size=32, check_with="mine"),  # packed: nothing to check
+                    data={"check_with": REQUESTS}).info["quantize_encoder"]["eval_path"]["check"] is None
+
+
+def test_a_dense_path_that_disagrees_with_the_packed_kernel_is_refused(runtime, monkeypatch):
+    original = quant_eval.DequantizedLinear.dense_weight
+    monkeypatch.setattr(quant_eval.DequantizedLinear, "dense_weight", lambda self: original(self) * (1 + 2 ** -10))
+    with pytest.raises(quant_eval.DensePathMismatch, match="evaluate with eval_path: packed"):
+        quantize(runtime, eval_path="auto")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"eval_path": "fast"}, "eval_path"),
+    ({"check_with": ""}, "check_with"),
+])
+def test_bad_eval_settings_name_the_key(values, message):
+    with pytest.raises(lo.InputError, match=message):
+        PASS.make_config({"group_size": 32, **values})

@@ -2,8 +2,9 @@
 
 Tokenising ~200k generated questions takes minutes of single-core Python, so the training script
 packs them into flat arrays once (and can reuse a cache file keyed by everything that changes the
-tokens). Batches have a fixed row count and a fixed number of marker slots so a compiled training
-step only retraces per padded length (a multiple of 16).
+tokens). `question_arrays` turns packed questions into padded model inputs and targets; the training
+script builds them once for all questions and keeps them on the device, one bank per padded length,
+so a compiled training step only retraces per bank. `batch_arrays` builds one batch on the host.
 """
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 Tokenising ~200k generated questions takes minutes of single-core Python, so the training script
 packs them into flat arrays once (and can reuse a cache file keyed by everything that changes the
-tokens). Batches have a fixed row count and a fixed number of marker slots so a compiled training
-step only retraces per padded length (a multiple of 16).
+tokens). `question_arrays` turns packed questions into padded model inputs and targets; the training
+script builds them once for all questions and keeps them on the device, one bank per padded length,
+so a compiled training step only retraces per bank. `batch_arrays` builds one batch on the host.
 """
 from __future__ import annotations
 
@@ -108,6 +109,59 @@ def stop_token_ids(vocab: dict[str, int]) -> np.ndarray:
     return np.array(sorted(i for t, i in vocab.items() if empty(t)), dtype=np.int32)
 
 
+def question_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, slots: int,
+                    stop_ids: np.ndarray, length: int, fact_tokens: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Padded model inputs plus labels and the auxiliary targets' raw material for the questions `index`,
+    every row padded to `length`; no replacement yet: `replace_where[b, j]` marks the tokens that
+    template-token replacement may replace (see `batch_arrays`).
+
+    The training script computes these once for all training questions and keeps them on the device;
+    `batch_arrays` computes them per batch.
+    """
+    lengths = packed.lengths[index]
+    if len(index) and lengths.max() > length:
+        raise ValueError(f"a question of {lengths.max()} tokens does not fit length {length}")
+    rows = len(index)
+    ids = np.full((rows, length), pad_id, dtype=np.int32)
+    marker_pos = np.zeros((rows, slots), dtype=np.int32)
+    option_tokens = np.full((rows, slots, OPTION_TOKENS), -1, dtype=np.int32)
+    state_region = np.zeros((rows, length), dtype=bool)
+    replace_where = np.zeros((rows, length), dtype=bool)
+    stop_set = np.zeros(int(max(stop_ids.max(initial=0), packed.ids.max(initial=0))) + 2, dtype=bool)
+    stop_set[stop_ids] = True
+    for row, q in enumerate(index):
+        seq = packed.ids[packed.offsets[q]:packed.offsets[q + 1]].astype(np.int32)
+        marks = packed.markers[packed.marker_offsets[q]:packed.marker_offsets[q + 1]].astype(np.int32)
+        ids[row, :len(seq)] = seq
+        marker_pos[row, :len(marks)] = marks
+        seps = np.flatnonzero(seq[marks[-1]:] == sep_id)
+        options_end = marks[-1] + (int(seps[0]) if len(seps) else len(seq))
+        state_region[row, options_end + 1:len(seq) - 1] = True
+        is_stop = stop_set[seq]
+        for k, (begin, end) in enumerate(zip(marks, list(marks[1:]) + [options_end])):
+            content = seq[begin + 1:end]
+            content = content[~is_stop[begin + 1:end]][:OPTION_TOKENS]
+            option_tokens[row, k, :len(content)] = content
+        fact = int(packed.fact[q])
+        if fact != NO_FACT and fact_tokens is not None:
+            option_tokens[row, :len(marks)] = fact_tokens[fact][:OPTION_TOKENS]
+        if packed.qtype[q] != NOUL and packed.replaceable[q]:
+            # Instruction tokens (between [CLS] and the [SEP] before the first marker) and state tokens.
+            where = state_region[row, :len(seq)].copy()
+            where[1:marks[0] - 1] = True
+            where &= ~is_stop & ~np.isin(seq, seq[marks[0]:options_end])
+            replace_where[row, :len(seq)] = where
+    counts = np.diff(packed.marker_offsets)[index]
+    return {
+        "input_ids": ids, "attention_mask": np.arange(length)[None, :] < lengths[:, None],
+        "marker_pos": marker_pos, "marker_mask": np.arange(slots)[None, :] < counts[:, None],
+        "qtype": packed.qtype[index].astype(np.int32), "labels": packed.label[index].astype(np.int32),
+        "option_tokens": option_tokens, "state_region": state_region,
+        "noul_bits": np.stack([packed.state_holds[index], packed.negated[index]], axis=1).astype(np.int32),
+        "replace_where": replace_where,
+    }
+
+
 def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, slots: int,
                  stop_ids: np.ndarray, multiple: int = 16, fact_tokens: np.ndarray | None = None,
                  replace_prob: float = 0.0, replace_pool: np.ndarray | None = None,
@@ -123,42 +177,14 @@ def batch_arrays(packed: Packed, index: np.ndarray, pad_id: int, sep_id: int, sl
       option's content token and no stop token is replaced, with that probability, by a random token
       of `replace_pool`. The labels follow from the option words alone, so this keeps them true while
       the template words the model could memorise become noise. Questions packed as not
-      `replaceable` (hard cases) are left alone.
+      `replaceable` (hard cases) are left alone. (The training script draws the same replacement on
+      the device, from `question_arrays`' `replace_where`.)
     """
     lengths = packed.lengths[index]
     length = int(-(-lengths.max() // multiple) * multiple)
-    rows = len(index)
-    ids = np.full((rows, length), pad_id, dtype=np.int32)
-    marker_pos = np.zeros((rows, slots), dtype=np.int32)
-    option_tokens = np.full((rows, slots, OPTION_TOKENS), -1, dtype=np.int32)
-    state_region = np.zeros((rows, length), dtype=bool)
-    for row, q in enumerate(index):
-        seq = packed.ids[packed.offsets[q]:packed.offsets[q + 1]].astype(np.int32)
-        marks = packed.markers[packed.marker_offsets[q]:packed.marker_offsets[q + 1]].astype(np.int32)
-        ids[row, :len(seq)] = seq
-        marker_pos[row, :len(marks)] = marks
-        seps = np.flatnonzero(seq[marks[-1]:] == sep_id)
-        options_end = marks[-1] + (int(seps[0]) if len(seps) else len(seq))
-        state_region[row, options_end + 1:len(seq) - 1] = True
-        for k, (begin, end) in enumerate(zip(marks, list(marks[1:]) + [options_end])):
-            content = seq[begin + 1:end]
-            content = content[~np.isin(content, stop_ids)][:OPTION_TOKENS]
-            option_tokens[row, k, :len(content)] = content
-        fact = int(packed.fact[q])
-        if fact != NO_FACT and fact_tokens is not None:
-            option_tokens[row, :len(marks)] = fact_tokens[fact][:OPTION_TOKENS]
-        if replace_prob and packed.qtype[q] != NOUL and packed.replaceable[q]:
-            # Instruction tokens (between [CLS] and the [SEP] before the first marker) and state tokens.
-            where = state_region[row, :len(seq)].copy()
-            where[1:marks[0] - 1] = True
-            where &= ~np.isin(seq, stop_ids) & ~np.isin(seq, seq[marks[0]:options_end])
-            where &= rng.random(len(seq)) < replace_prob
-            ids[row, np.flatnonzero(where)] = rng.choice(replace_pool, size=int(where.sum()))
-    counts = np.diff(packed.marker_offsets)[index]
-    return {
-        "input_ids": ids, "attention_mask": np.arange(length)[None, :] < lengths[:, None],
-        "marker_pos": marker_pos, "marker_mask": np.arange(slots)[None, :] < counts[:, None],
-        "qtype": packed.qtype[index].astype(np.int32), "labels": packed.label[index].astype(np.int32),
-        "option_tokens": option_tokens, "state_region": state_region,
-        "noul_bits": np.stack([packed.state_holds[index], packed.negated[index]], axis=1).astype(np.int32),
-    }
+    arrays = question_arrays(packed, index, pad_id, sep_id, slots, stop_ids, length, fact_tokens)
+    where = arrays.pop("replace_where")
+    if replace_prob:
+        where &= rng.random(where.shape) < replace_prob
+        arrays["input_ids"][where] = rng.choice(replace_pool, size=int(where.sum()))
+    return arrays

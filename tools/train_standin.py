@@ -1,38 +1,53 @@
-r"""Train the laya-tiny stand-in checkpoint from scratch on generated typed-decision data.
+r"""Train the laya-tiny stand-in checkpoint on generated typed-decision data, in one process and one schedule.
 
-    python checkpoints/train_standin.py --out checkpoints/laya-tiny --data-cache .standin-data/train.npz \
-        --train-records 60000 --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 \
-        --steps 5000 [--hard-fraction 0.3] [--init-from CKPT] [--force]
+    python tools/train_standin.py --out checkpoints/laya-tiny --train-records 60000 --hard-fraction 0.5 \
+        --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 --label-smoothing 0.1 \
+        --calib-suite validation --steps 1000000 --max-total-seconds 460 [--lexical-init 1.0] \
+        [--init-from CKPT] [--data-cache FILE] [--force]
 
 Which suite serves which purpose (no training decision may read a held-out suite):
 - --validation-suite (default `validation`, a third wording with standard and hard cases): the progress
   lines during training, and the number to compare recipes by.
-- --calib-suite (default `calib`, training wording): the three temperatures.
+- --calib-suite (default `calib`, training wording; `validation` is allowed): the three temperatures.
 - --heldout-suite (default `heldout` and `heldout_hard`, repeatable): reported once, on the saved
   checkpoint, next to the lexical baseline (`laya_opt.suites.lexical_baseline`); never read before.
 
-Deterministic given --seed for the data order and the initialisation. GPU kernels may still reduce in a
-different order from run to run, and --max-train-seconds stops early on time.
+Deterministic given --seed for the data, the data order, the initialisation and the token replacement,
+as long as --steps ends training. GPU kernels may still reduce in a different order from run to run, and
+a time limit that ends training first moves its end (the metrics record `stopped_early`).
 
 Steps:
 1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
-   training wording, `laya_opt.suites.synthetic.hard_cases`), tokenise them once (reusing --data-cache when it
-   was built from the same inputs).
-2. Train with one compiled step at fixed batch shapes. The loss is:
-   - the per-question option-marker cross-entropy;
+   training wording, `laya_opt.suites.synthetic.hard_cases`) and tokenise them in --workers processes (reusing
+   --data-cache when it was built from the same inputs).
+2. Build every question's model inputs and targets once (`standin_data.question_arrays`, in --workers
+   processes) and move them to the device: one bank per padded length (a multiple of --multiple).
+3. Train with one compiled step: the host passes only a bank and a vector of row indices; the step
+   gathers the batch, draws the token replacement (--replace-prob) and runs forward, backward, gradient
+   clipping and AdamW on the device. The host reads the losses two steps behind, so it never waits for
+   the step it has just queued, and evaluates the validation suite every --eval-every steps. One step
+   per bank runs first, so that tracing and the device's kernel compilation happen before the clock
+   of --max-train-seconds starts. The loss is:
+   - the per-question option-marker cross-entropy (with --label-smoothing, smoothed over the
+     question's own options);
    - plus the action-head loss (act when the argmax is right, escalate when it is wrong);
    - plus, with --aux-weight, the training-only marker/state matching loss (see MatchProbe);
    - plus, with --noul-weight, the training-only noul polarity loss (see MatchProbe.polarity_logits)
      and fact targets for noul markers (see fact_token_table).
-   With --replace-prob, template tokens of choice/score questions are replaced by random tokens
-   (see standin_data.batch_arrays). The host builds the next batch while the device runs a step.
-3. Round the weights to float16, the stored dtype.
-4. Fit the three per-type temperatures on the calibration split.
-5. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy and
-   ECE, with the lexical baseline's accuracy on the same suites, into TRAINING.md and
-   training_metrics.json.
+   The learning rate warms up over --warmup of training and then decays (cosine, to 5%) on the larger
+   of steps / --steps and time / the time limit, so the schedule completes whichever ends training.
+   The time limit is --max-train-seconds, or what --max-total-seconds leaves after preparation and
+   compilation, less --report-seconds for steps 4 to 6.
+4. Round the weights to float16, the stored dtype.
+5. Fit the three per-type temperatures on --calib-suite.
+6. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy, ECE
+   and top-1 probability histogram, with the lexical baseline's accuracy on the same suites, into
+   TRAINING.md and training_metrics.json.
 
-checkpoints/laya-tiny/TRAINING.md records the stages that made the shipped checkpoint.
+On a fresh GPU machine, MLX compiles the step's fused kernels on first use (about 310 s on an H200 with
+MLX 0.32.4); it keeps them under /tmp/mlx/<version>/ptx (or MLX_PTX_CACHE_DIR), and a run that finds
+them there compiles in about 2 s. checkpoints/laya-tiny/TRAINING.md records the stages that made the
+shipped checkpoint.
 """
 from __future__ import annotations
 
@@ -40,6 +55,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import platform
 import shutil
 import sys
@@ -60,7 +76,8 @@ from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
 from laya_opt.suites.synthetic.hard_cases import generate_hard
 from laya_opt.suites.lexical_baseline import baseline_report
-from laya_opt.fidelity.metrics import accuracy_table
+from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, top_two_margin
+from laya_opt.fidelity.suite_report import top1_bins
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import project_tokenizer, standin_checkpoint, suite_path
 from laya_opt.core.batching import collate
@@ -73,8 +90,8 @@ from laya_opt.core.prompt import prepare_request
 from laya_opt.util.markdown import markdown_table
 from laya_opt.core.runtime import load_runtime
 from laya_opt.core.tokens import load_codec
-from standin_data import (NOUL, OPTION_TOKENS, batch_arrays, cache_key, fixed_batches, load_packed, pack,
-                          save_packed, stop_token_ids)
+from standin_data import (NOUL, OPTION_TOKENS, cache_key, load_packed, pack, question_arrays, save_packed,
+                          stop_token_ids)
 
 TYPES = ("choice", "score", "noul")
 FACT_IDS = tuple(sorted(lexicon.FACTS))
@@ -207,13 +224,20 @@ def polarity_loss(logits, bits):
     return mx.where(known, nll, 0.0).sum() / mx.maximum(known.sum(), 1)
 
 
-def loss_fn(trainee, arrays, action_weight: float, aux_weight: float, noul_weight: float = 0.0):
+def loss_fn(trainee, arrays, action_weight: float, aux_weight: float, noul_weight: float = 0.0,
+            label_smoothing: float = 0.0):
     laya, a = trainee.laya, arrays
     encoded = laya.encoder(a["input_ids"], a["attention_mask"])
     logits, action = laya.decide(encoded, a["attention_mask"], a["marker_pos"], a["marker_mask"], a["qtype"])
     labels = a["labels"]
-    picked = mx.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
-    scorer_loss = (mx.logsumexp(logits, axis=1) - picked).mean()
+    log_probs = logits - mx.logsumexp(logits, axis=1, keepdims=True)
+    nll = -mx.take_along_axis(log_probs, labels[:, None], axis=1)[:, 0]
+    if label_smoothing:
+        # Smoothing over the question's own options only (padded slots hold MASKED_LOGIT).
+        mask = a["marker_mask"]
+        uniform = -mx.where(mask, log_probs, 0.0).sum(axis=1) / mx.maximum(mask.sum(axis=1), 1)
+        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
+    scorer_loss = nll.mean()
     # Action head: 0 = act (answer is right), 1 = escalate (answer is wrong); the target is not differentiated.
     wrong = mx.stop_gradient((mx.argmax(logits, axis=1) != labels).astype(mx.int32))
     action_loss = nn.losses.cross_entropy(action, wrong).mean()
@@ -265,6 +289,100 @@ def progress_accuracy(items, logit_rows) -> tuple[float, dict]:
             name == kind for name, _ in hits)}
 
 
+def learning_rate(progress: float, peak: float, warmup: float) -> float:
+    """Linear warm-up over the first `warmup` of training, then cosine decay to 5% of `peak`.
+
+    `progress` is the larger of steps done / --steps and, under --max-train-seconds, time spent / that
+    limit: whichever ends training first also finishes the schedule.
+    """
+    if progress < warmup:
+        return peak * max(progress / warmup, 1e-3)
+    done = min(1.0, (progress - warmup) / max(1.0 - warmup, 1e-9))
+    return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * done)))
+
+
+_BANK_SOURCE: dict = {}
+
+
+def _bank_rows(index: np.ndarray) -> dict[str, np.ndarray]:
+    src = _BANK_SOURCE
+    arrays = question_arrays(src["packed"], index, src["pad_id"], src["sep_id"], src["slots"], src["stop_ids"],
+                             src["length"], src["fact_tokens"])
+    lengths = src["packed"].lengths[index]
+    counts = np.diff(src["packed"].marker_offsets)[index]
+    return {"input_ids": arrays["input_ids"].astype(np.int16), "lengths": lengths.astype(np.int32),
+            "marker_pos": arrays["marker_pos"].astype(np.int16), "counts": counts.astype(np.int32),
+            "qtype": arrays["qtype"], "labels": arrays["labels"],
+            "option_tokens": arrays["option_tokens"].astype(np.int16), "state_region": arrays["state_region"],
+            "noul_bits": arrays["noul_bits"].astype(np.int8), "replace_where": arrays["replace_where"]}
+
+
+def host_banks(train, codec, slots: int, stop_ids, fact_tokens, multiple: int, workers: int) -> list[dict]:
+    """All training questions as arrays, one bank per padded length (a multiple of `multiple`): token ids,
+    lengths, markers, labels, the auxiliary targets and where token replacement may act. Built in forked
+    workers before the process touches the device; `mx.array` of each moves it there."""
+    padded = -(-train.lengths // multiple) * multiple
+    banks = []
+    for length in sorted(set(padded.tolist())):
+        members = np.flatnonzero(padded == length)
+        _BANK_SOURCE.update(packed=train, pad_id=codec.pad_id, sep_id=codec.sep_id, slots=slots,
+                            stop_ids=stop_ids, length=int(length), fact_tokens=fact_tokens)
+        chunks = np.array_split(members, max(1, len(members) // 2048))
+        parts = list(_pool_map(_bank_rows, chunks, workers))
+        banks.append({key: np.concatenate([part[key] for part in parts]) for key in parts[0]})
+    return banks
+
+
+def _pool_map(fn, items, workers: int):
+    """map(fn, items) in `workers` forked processes (in order); in this process for workers <= 1."""
+    if workers <= 1 or len(items) < 2:
+        return map(fn, items)
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(min(workers, len(items))) as pool:
+        return pool.map(fn, items, chunksize=1)
+
+
+def gather_batch(bank: dict, index: mx.array, replace_prob: float, replace_pool: mx.array) -> dict:
+    """One batch's model inputs and targets from a device bank (inside the compiled step)."""
+    ids = bank["input_ids"][index].astype(mx.int32)
+    if replace_prob:
+        hit = bank["replace_where"][index] & (mx.random.uniform(shape=ids.shape) < replace_prob)
+        ids = mx.where(hit, replace_pool[mx.random.randint(0, replace_pool.size, ids.shape)], ids)
+    length, slots = ids.shape[1], bank["marker_pos"].shape[1]
+    return {
+        "input_ids": ids, "attention_mask": mx.arange(length)[None, :] < bank["lengths"][index][:, None],
+        "marker_pos": bank["marker_pos"][index].astype(mx.int32),
+        "marker_mask": mx.arange(slots)[None, :] < bank["counts"][index][:, None],
+        "qtype": bank["qtype"][index], "labels": bank["labels"][index],
+        "option_tokens": bank["option_tokens"][index].astype(mx.int32),
+        "state_region": bank["state_region"][index], "noul_bits": bank["noul_bits"][index].astype(mx.int32),
+    }
+
+
+def batch_plan(bank_sizes: list[int], batch_size: int, rng: np.random.Generator):
+    """(bank, row indices) of one fixed-shape batch after another, epoch after epoch: each epoch shuffles
+    every bank, cuts it into full batches (a bank's ragged tail waits for the next epoch's shuffle) and
+    visits all batches in random order."""
+    while True:
+        plan = []
+        for bank, size in enumerate(bank_sizes):
+            order = rng.permutation(size).astype(np.int32)
+            plan += [(bank, order[i:i + batch_size]) for i in range(0, size - batch_size + 1, batch_size)]
+        if not plan:
+            raise ValueError(f"no bank holds a full batch of {batch_size} questions")
+        for i in rng.permutation(len(plan)):
+            yield plan[i]
+
+
+def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float) -> None:
+    overall, by_type = progress_accuracy(validation, predict_logits(model, validation, pad_id))
+    mean = np.array(mx.stack(recent)).mean(axis=0)
+    types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
+    print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
+          f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, {step / max(elapsed, 1e-9):.1f} steps/s",
+          flush=True)
+
+
 GROUPINGS = ("type", "language", "options", "length_class")
 
 
@@ -282,6 +400,10 @@ def suite_report(runtime, name: str) -> dict:
     lexical = baseline_report(suite)
     report["lexical"] = {"overall": round(lexical["overall"]["accuracy"], 4),
                          "by_type": {k: round(v["accuracy"], 4) for k, v in lexical["by_type"].items()}}
+    # How saturated the answers are (the share per top-1 probability bin) and how many are near ties.
+    report["top1"] = {b["bin"]: round(b["share"], 4) for b in top1_bins([q.answer_confidence
+                                                                         for q in outputs.questions])}
+    report["near_ties"] = sum(top_two_margin(q.probabilities) < NEAR_TIE_MARGIN for q in outputs.questions)
     return report
 
 
@@ -294,13 +416,14 @@ def training_report(metrics: dict, command: str) -> str:
     after, before = metrics["heldout_calibrated"], metrics["heldout_uncalibrated"]
     lines = [
         "# laya-tiny: how this stand-in checkpoint was trained", "",
-        "Generated by `checkpoints/train_standin.py`; numbers below are measured on the saved float16 weights",
+        "Generated by `tools/train_standin.py`; numbers below are measured on the saved float16 weights",
         f"reloaded from disk in float32 (held-out suite `{metrics.get('heldout_suite', 'heldout')}`; ECE is",
         "`laya_opt.fidelity.metrics.ece`, the one the gates read).", "",
         f"- command: `{command}`",
         f"- device: {metrics['device']}, mlx {metrics['mlx']}, Python {metrics['python']}",
         f"- training time: {metrics['train_seconds']} s ({metrics['steps']} steps of {metrics['batch_size']} "
-        f"questions, {metrics['train_questions']} training questions); total {metrics['total_seconds']} s",
+        f"questions, {metrics.get('steps_per_second', '?')} steps/s, {metrics['train_questions']} training "
+        f"questions); total {metrics['total_seconds']} s",
         f"- fitted temperatures [choice, score, noul]: {metrics['temperatures']}",
         f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
         f"- held-out ECE (max p, 10 bins): {before['ece']:.4f} before temperature fitting, {after['ece']:.4f} after",
@@ -308,10 +431,24 @@ def training_report(metrics: dict, command: str) -> str:
         "",
     ]
     suites = {metrics["validation_suite"]: metrics["validation_calibrated"], **metrics["reported"]}
+    roles = {name: "held-out" for name in metrics["reported"]}
+    roles[metrics["validation_suite"]] = "validation"
+    if "smoke" not in suites:
+        suites["smoke"], roles["smoke"] = metrics["smoke_calibrated"], "smoke"
     lines += [markdown_table(["suite", "role", "accuracy", "lexical baseline", "ECE", "n"],
-                             [[name, "validation" if name == metrics["validation_suite"] else "held-out",
+                             [[name, roles[name],
                                f"{r['overall']['accuracy']:.4f}", f"{r['lexical']['overall']:.4f}", f"{r['ece']:.4f}",
                                r["overall"]["n"]] for name, r in suites.items()], "llrrrr"), ""]
+    bins = list(next(iter(suites.values()))["top1"])
+    lines += ["Share of answers per top-1 probability bin, and the near ties (top-two gap under "
+              f"{NEAR_TIE_MARGIN}):", "",
+              markdown_table(["suite", *[f"p {b}" for b in bins], "near ties"],
+                             [[name, *[f"{r['top1'][b]:.2f}" for b in bins], r["near_ties"]]
+                              for name, r in suites.items()], "l" + "r" * (len(bins) + 1)), ""]
+    for name, r in suites.items():
+        if "by_phenomenon" in r:
+            lines += _table(f"{name} by phenomenon", r["by_phenomenon"])
+    lines += [f"Held-out suite `{metrics.get('heldout_suite', 'heldout')}`:", ""]
     for key in GROUPINGS:
         lines += _table(f"by {key}", after[f"by_{key}"])
     return "\n".join(lines)
@@ -340,6 +477,10 @@ def lexical_init(model, scale: float) -> None:
     mx.eval(model.parameters())
 
 
+def _prepare_chunk(records):
+    return list(prepared_questions(records, _BANK_SOURCE["codec"], _BANK_SOURCE["agent"]))
+
+
 def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
@@ -356,7 +497,9 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
         if len(records) >= args.train_records:
             break
         records.append(record)
-    pairs = list(prepared_questions(records, codec, agent))
+    chunks = [records[i:i + 500] for i in range(0, len(records), 500)]
+    _BANK_SOURCE.update(codec=codec, agent=agent)
+    pairs = [pair for part in _pool_map(_prepare_chunk, chunks, args.workers) for pair in part]
     packed = pack([(item, label_index(item.qid, item.type_name, item.option_keys, record.labels[item.qid]), None)
                    for record, item in pairs],
                   [noul_target(record, item.qid) for record, item in pairs],
@@ -389,9 +532,23 @@ def main(argv=None) -> int:
     parser.add_argument("--hard-fraction", type=float, default=0.0,
                         help="share of the training records that are hard cases in the training wording "
                              "(laya_opt.suites.synthetic.hard_cases; 0: none)")
+    parser.add_argument("--label-smoothing", type=float, default=0.0,
+                        help="label smoothing of the option cross-entropy, over each question's own options")
+    parser.add_argument("--warmup", type=float, default=0.05, help="share of training spent warming up the lr")
+    parser.add_argument("--multiple", type=int, default=64,
+                        help="questions are padded to a multiple of this: one device bank and one trace each")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes that tokenise the training data and build the device banks")
     parser.add_argument("--eval-every", type=int, default=500, help="steps between validation-accuracy prints")
     parser.add_argument("--max-train-seconds", type=float, default=0.0,
-                        help="stop training early after this long (0: no limit); the metrics record it")
+                        help="train for at most this long after compilation (0: no limit); the learning-rate "
+                             "schedule runs on the larger of steps / --steps and time / this limit, so it "
+                             "completes either way; the metrics record which one ended training")
+    parser.add_argument("--max-total-seconds", type=float, default=0.0,
+                        help="end the whole run (data, compilation, training, saving, reports) within this "
+                             "long: training stops --report-seconds before it (0: no limit)")
+    parser.add_argument("--report-seconds", type=float, default=90.0,
+                        help="time kept for saving and the final reports under --max-total-seconds")
     parser.add_argument("--init-from", type=Path, help="start from this checkpoint's weights instead of random")
     parser.add_argument("--attention", choices=["fast", "plain"], default="fast",
                         help="train with mx.fast attention or the same math from plain ops")
@@ -399,6 +556,8 @@ def main(argv=None) -> int:
                         help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
     parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    parser.add_argument("--prepare-data-only", action="store_true",
+                        help="write the tokenised training data to --data-cache and stop (no training)")
     parser.add_argument("--validation-suite", default="validation",
                         help="suite every training decision reads: the progress lines and recipe comparisons")
     parser.add_argument("--heldout-suite", action="append",
@@ -412,7 +571,9 @@ def main(argv=None) -> int:
                      "held-out suites are only reported")
     if not 0.0 <= args.hard_fraction < 1.0:
         parser.error("--hard-fraction must be in [0, 1)")
-    if args.out.exists() and not args.force:
+    if args.prepare_data_only and not args.data_cache:
+        parser.error("--prepare-data-only needs --data-cache")
+    if args.out.exists() and not args.force and not args.prepare_data_only:
         parser.error(f"{args.out} exists (use --force to replace it)")
     if args.hidden_size % 64:
         parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
@@ -431,6 +592,16 @@ def main(argv=None) -> int:
     for name in heldout_suites:   # a bad name fails before training, not after; nothing else is read from them
         suite_path(name, "--heldout-suite")
     train = load_training_data(args, codec, agent, tokenizer_dir)
+    if args.prepare_data_only:
+        print(f"{len(train)} training questions in {args.data_cache} ({time.time() - started:.1f}s)", flush=True)
+        return 0
+    slots = max(2, int(np.diff(train.marker_offsets).max()))
+    stop_ids = stop_token_ids(codec.tokenizer.get_vocab())
+    fact_tokens = fact_token_table(codec, stop_ids) if args.noul_weight else None
+    built = time.time()
+    banks = host_banks(train, codec, slots, stop_ids, fact_tokens, args.multiple, args.workers)
+    print(f"{len(banks)} banks (lengths {', '.join(str(b['input_ids'].shape[1]) for b in banks)}; questions "
+          f"{', '.join(str(len(b['labels'])) for b in banks)}) built in {time.time() - built:.1f}s", flush=True)
     calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
     validation = prepare_records(load_suite(suite_path(args.validation_suite, "--validation-suite")).records,
                                  codec, agent)
@@ -449,57 +620,76 @@ def main(argv=None) -> int:
     mx.eval(trainee.parameters())
     if args.lexical_init:
         lexical_init(model, args.lexical_init)
-    warmup = max(1, args.steps // 20)
-    schedule = optim.join_schedules([optim.linear_schedule(1e-6, args.lr, warmup),
-                                     optim.cosine_decay(args.lr, args.steps - warmup, args.lr * 0.05)], [warmup])
-    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
+    optimizer = optim.AdamW(learning_rate=learning_rate(0.0, args.lr, args.warmup), weight_decay=0.01)
     value_and_grad = nn.value_and_grad(trainee, loss_fn)
     state = [trainee.state, optimizer.state]
 
-    # One compiled step (forward, backward, clipping, update); it retraces once per padded length
-    # (a multiple of 64: only 4 shapes up to max_len 256, since each trace costs seconds).
+    # The training questions live on the device, one bank per padded length (a multiple of --multiple),
+    # so a step takes only an index vector from the host. The compiled step (gather, token replacement,
+    # forward, backward, clipping, update) retraces once per bank; its random state is part of its state.
+    specials = {codec.pad_id, codec.cls_id, codec.sep_id, codec.mask_id, codec.tokenizer.token_to_id("[UNK]")}
+    replace_pool = mx.array(np.array(sorted(set(range(codec.vocab_size)) - set(stop_ids.tolist()) - specials)))
+    banks = [{key: mx.array(value) for key, value in bank.items()} for bank in banks]
+    mx.eval(banks)
+    state = [trainee.state, optimizer.state, mx.random.state]
+
     @partial(mx.compile, inputs=state, outputs=state)
-    def train_step(arrays):
+    def train_step(bank, index):
+        arrays = gather_batch(bank, index, args.replace_prob, replace_pool)
         (_, scorer_loss, aux, noul), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight,
-                                                            args.noul_weight)
+                                                            args.noul_weight, args.label_smoothing)
         grads, _ = optim.clip_grad_norm(grads, 1.0)
         optimizer.update(trainee, grads)
-        return scorer_loss, aux, noul
+        return mx.stack([scorer_loss, aux, noul])
 
-    slots = max(2, int(np.diff(train.marker_offsets).max()))
-    stop_ids = stop_token_ids(codec.tokenizer.get_vocab())
-    fact_tokens = fact_token_table(codec, stop_ids) if args.noul_weight else None
-    specials = {codec.pad_id, codec.cls_id, codec.sep_id, codec.mask_id, codec.tokenizer.token_to_id("[UNK]")}
-    replace_pool = np.array(sorted(set(range(codec.vocab_size)) - set(stop_ids.tolist()) - specials))
     rng = np.random.default_rng(args.seed)
-
-    def batches():
-        """Model inputs of one fixed-shape batch after another, epoch after epoch."""
-        while True:
-            for index in fixed_batches(train.lengths, args.batch_size, rng):
-                arrays = batch_arrays(train, index, codec.pad_id, codec.sep_id, slots, stop_ids, multiple=64,
-                                      fact_tokens=fact_tokens, replace_prob=args.replace_prob,
-                                      replace_pool=replace_pool, rng=rng)
-                yield {k: mx.array(v) for k, v in arrays.items()}
-
-    step, train_started, recent, stopped_early = 0, time.time(), [], False
-    source = batches()
-    arrays = next(source)
-    while step < args.steps and not stopped_early:
-        losses = train_step(arrays)
-        mx.async_eval(state, *losses)
-        arrays = next(source)  # built on the host while the device runs this step
-        recent.append([x.item() for x in losses])
-        step += 1
+    sizes = [len(b["labels"]) for b in banks]
+    plan = batch_plan(sizes, args.batch_size, rng)
+    # First one step on each bank (at the warm-up's first learning rate), so that tracing and the
+    # device's kernel compilation are done before the clock of --max-train-seconds starts.
+    compiling = time.time()
+    step, recent, pending, stopped_early = 0, [], [], False
+    for which, size in enumerate(sizes):
+        if size >= args.batch_size and step < args.steps:
+            recent.append(train_step(banks[which], mx.array(rng.permutation(size)[:args.batch_size].astype(np.int32))))
+            mx.eval(state, recent[-1])
+            step += 1
+            if step % args.eval_every == 0:
+                report_progress(step, recent, model, validation, codec.pad_id, time.time() - compiling)
+                recent = []
+    print(f"compiled the step for {step} banks in {time.time() - compiling:.1f}s", flush=True)
+    train_started = time.time()
+    train_limit = args.max_train_seconds
+    if args.max_total_seconds:   # what is left of the whole run's time, less what saving and reporting take
+        left = args.max_total_seconds - args.report_seconds - (train_started - started)
+        if left <= 0:
+            raise SystemExit(f"--max-total-seconds {args.max_total_seconds}: no time left to train after "
+                             f"{train_started - started:.0f}s of preparation")
+        train_limit = min(train_limit, left) if train_limit else left
+        print(f"training for at most {train_limit:.0f}s", flush=True)
+    progress = 0.0
+    while progress < 1.0:
         elapsed = time.time() - train_started
-        stopped_early = bool(args.max_train_seconds) and elapsed > args.max_train_seconds
-        if step % args.eval_every == 0 or step == args.steps or stopped_early:
-            overall, by_type = progress_accuracy(validation, predict_logits(model, validation, codec.pad_id))
-            mean = np.mean(recent, axis=0)
-            types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
-            print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
-                  f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s", flush=True)
+        progress = step / args.steps
+        if train_limit:
+            progress = max(progress, elapsed / train_limit)
+        if progress >= 1.0:
+            stopped_early = step < args.steps
+            break
+        optimizer.learning_rate = learning_rate(progress, args.lr, args.warmup)
+        which, index = next(plan)
+        losses = train_step(banks[which], mx.array(index))
+        mx.async_eval(state, losses)
+        recent.append(losses)
+        pending.append(losses)
+        if len(pending) > 2:   # keep two steps queued on the device: no host round trip per step
+            mx.eval(pending.pop(0))
+        step += 1
+        if step % args.eval_every == 0:
+            report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
             recent = []
+    if recent:
+        report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
     train_seconds = time.time() - train_started
 
     # The stored weights are float16; fit and report on exactly those values.
@@ -509,12 +699,12 @@ def main(argv=None) -> int:
                                     [y for (it, y, _), l in zip(calib, calib_logits) if it.type_name == kind])
                     for kind in TYPES]
     agent_raw.update(temperature=temperatures, temperature_by_options={}, amp_dtype="fp32",
-                     training={"script": "checkpoints/train_standin.py", "seed": args.seed, "steps": args.steps,
+                     training={"script": "tools/train_standin.py", "seed": args.seed, "steps": args.steps,
                                "batch_size": args.batch_size, "train_records": args.train_records, "lr": args.lr,
                                "attention": args.attention, "aux_weight": args.aux_weight,
                                "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
-                               "hard_fraction": args.hard_fraction,
+                               "hard_fraction": args.hard_fraction, "label_smoothing": args.label_smoothing,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -536,6 +726,8 @@ def main(argv=None) -> int:
         "calib_suite": args.calib_suite, "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
+        "label_smoothing": args.label_smoothing, "warmup": args.warmup, "multiple": args.multiple,
+        "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
         "temperatures": [round(t, 4) for t in temperatures],

@@ -28,8 +28,8 @@ def one_at_a_time(source: str | None):
         sys.modules[spec.name] = module  # dataclasses look their module up
         spec.loader.exec_module(module)
     single = module.decode_answer if source else decode_answer
-    return lambda prepared, logits, action, calibration: [single(p, l, a, calibration)
-                                                           for p, l, a in zip(prepared, logits, action)]
+    return lambda prepared, logits, action, calibration: [single(p, row_logits, a, calibration)
+                                                           for p, row_logits, a in zip(prepared, logits, action)]
 
 
 def main(argv=None) -> int:

@@ -52,7 +52,8 @@ def probe_kernels(kernels: Kernels) -> Kernels:
 
     Kernels that return something other than an array (`attention_masks`) pass their output through.
     """
-    return dataclasses.replace(kernels, **{name: _reweighted(getattr(kernels, name)) for name in kernel_fields(kernels)})
+    return dataclasses.replace(kernels, **{name: _reweighted(getattr(kernels, name))
+                                           for name in kernel_fields(kernels)})
 
 
 def probe_model(model):

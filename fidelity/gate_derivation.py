@@ -161,7 +161,8 @@ def approximate_allowance(measured: Mapping[str, Any]) -> dict[str, tuple[float,
     drift = measured.get("drift", {}).get("float16")
     if drift is None:
         return None
-    bounds = percentile_bounds("float16", drift) if has_percentiles(measured, "float16") else         drift_bounds("float16", drift)
+    bounds = percentile_bounds("float16", drift) if has_percentiles(measured, "float16") else \
+        drift_bounds("float16", drift)
     return {metric: (scaled(metric, threshold, APPROXIMATE_SHARE), value,
                      f"{APPROXIMATE_SHARE:g} x [{text}]: an approximate pass may move answers as far as the FP16 "
                      "cast (a diagnostic: the decisions it changes decide)")
@@ -185,7 +186,8 @@ def approximate_gates(dtype: str, measured: Mapping[str, Any], allowance: Mappin
         # Percentiles: the pass's own comparison is bounded by the allowance; vs the reference, the cast's
         # p99 drift bound in `dtype` (none in float32) plus the allowance. Same-dtype noise is a maximum, so
         # it does not add to a percentile: the margin covers it.
-        cumulative = allowance if dtype == "float32" else             _add(percentile_bounds(dtype, measured["drift"][dtype]), allowance)
+        cumulative = allowance if dtype == "float32" else \
+            _add(percentile_bounds(dtype, measured["drift"][dtype]), allowance)
         return _table_gates(allowance), _table_gates(cumulative)
     # An approximate pass's own comparison carries the same-dtype noise of the dtype.
     own = {metric: (threshold, exact[metric][1], text) for metric, (threshold, _, text) in allowance.items()}

@@ -163,7 +163,8 @@ class GateFields:
 
 
 def parse_gate(spec: str | Mapping, path: str = "gate") -> Gate:
-    """`"max_abs_dp <= 1e-4"` or `{metric: ..., op: ..., threshold: ..., requires_labels: ...}`; errors name the path."""
+    """`"max_abs_dp <= 1e-4"` or `{metric: ..., op: ..., threshold: ..., requires_labels: ...}`; errors name the
+    path."""
     if isinstance(spec, str):
         match = _GATE_TEXT.match(spec)
         if not match:

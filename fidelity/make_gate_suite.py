@@ -9,7 +9,8 @@ This tool evaluates the FP32 reference on a growing pool of held-out candidates
 keeps every near tie found (at most that many) and a seeded sample of decisive questions up to
 `BASE_QUESTIONS`. Long states are not screened (a long question costs several short ones on the CPU):
 a seeded `LONG_SHARE` of the suite's questions is drawn from the pool's long records as they come, and
-the final evaluation sorts them into near tie and decisive like the rest. Then it adds one-field variant pairs (`gate_pool.add_variants`). The output depends only
+the final evaluation sorts them into near tie and decisive like the rest. Then it adds one-field
+variant pairs (`gate_pool.add_variants`). The output depends only
 on the seed and the checkpoint, whose digests the header records (`selected_under`). The suite is
 evaluated once more as written: the composition printed (type, near tie / decisive, language,
 phenomenon, variant) and the near-tie minimum checked are those of the final file.

@@ -61,12 +61,13 @@ def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16",
                  progress=None, gates_file=None):
     """Cast `reference` to `dtype` (stage 0), then apply and gate every pass on `suite` (a name or a Suite).
 
-    `passes` holds config objects, PassSpecs or `laya_opt.runs.pipeline.Step`s; `gates` overrides the
+    `passes` holds config objects, PassSpecs or `laya_opt.runs.steps.Step`s; `gates` overrides the
     defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`; the defaults come from
     `gates_file` (`standin`, the bundled calibration, when None; `spec`; or a path).
     """
     from laya_opt.core.checkpoint import dtype_name
-    from laya_opt.runs.pipeline import GateSet, Pipeline
+    from laya_opt.runs.pipeline import Pipeline
+    from laya_opt.runs.steps import GateSet
     from laya_opt.util.schema import parse
 
     pipeline = Pipeline(passes, gates=parse(GateSet, gates or {}, "gates"), candidate_dtype=dtype,

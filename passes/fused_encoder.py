@@ -3,7 +3,8 @@
 Per layer the reference launches LayerNorm, Wqkv, three gathers, two RoPEs, SDPA, a head merge, Wo, an
 add, LayerNorm, Wi, GeGLU, Wo and an add. On the H200 the MLX forward is host-bound at small batch
 (~5 us of dispatch per op, 15-22 us per cuBLASLt matmul) and MLX's LayerNorm and RoPE kernels run slowly
-on [~100, 1024] tensors (PEERS.md). With this pass each layer is: Wqkv, one qkv+RoPE kernel writing
+on [~100, 1024] tensors (docs/kernels.md, the H200 kernel profile). With this pass each layer is: Wqkv,
+one qkv+RoPE kernel writing
 contiguous q/k/v, SDPA, head merge, Wo, one residual-add+LayerNorm kernel, Wi, one GeGLU kernel, Wo, one
 residual-add+LayerNorm kernel (that LayerNorm being the next layer's attention norm, or the final norm).
 With `gemm: fused` the encoder's dense Linears run a small-M tensor-core kernel (`laya_opt.core.fused.linear`,

@@ -2,7 +2,7 @@
 
 MLX's SDPA takes boolean masks by broadcasting them to [B, H, L, L] and converting them with `where`
 in every call, and the reference rebuilds the sliding band mask in every sliding layer: per forward
-that is two mask conversions per layer (the kernel profile in PEERS.md: 60 copies and 30 selects at
+that is two mask conversions per layer (the H200 kernel profile in docs/kernels.md: 60 copies and 30 selects at
 short-50 on the H200). This pass builds the key-padding mask [B, 1, 1, L] and the band mask
 [B, 1, L, L] once, as 0 / -inf in the activation dtype, which is exactly what SDPA would have made
 of the boolean ones, so the attention arithmetic and its result are unchanged.

@@ -2,7 +2,8 @@
 
 The reference indexes the transposed [3, B, H, L, hd] tensor with bare integers (`qkv[0]`), which
 MLX lowers to a Gather kernel over a strided view: three per layer, 84 per forward of the English
-model, 0.85 ms of GPU at short-1 and 6 ms at short-50 on the H200 (PEERS.md). `qkv[0, ...]` is a
+model, 0.85 ms of GPU at short-1 and 6 ms at short-50 on the H200 (docs/kernels.md, the H200 kernel
+profile). `qkv[0, ...]` is a
 Slice, a view that runs no kernel; RoPE and SDPA take strided inputs as they are. Same values.
 """
 from __future__ import annotations

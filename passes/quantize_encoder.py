@@ -24,8 +24,9 @@ import mlx.core as mx
 from laya_opt.passes.contract import PassSpec
 from laya_opt.util.schema import checked
 from laya_opt.core.quant import (DEFAULT_INCLUDE, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme,
-                                 check_selectors, coverage_manifest, coverage_summary, dense_modules, quantization_problems,
-                                 quantize_modules, select_modules, selector_matches, weight_modules)
+                                 check_selectors, coverage_manifest, coverage_summary, dense_modules,
+                                 quantization_problems, quantize_modules, select_modules, selector_matches,
+                                 weight_modules)
 from laya_opt.core.quant_eval import (DENSE, dense_path_check, probe_batch, question_batches, require_agreement,
                                       resolve_eval_path, with_eval_path)
 from laya_opt.core.runtime import Runtime, clone_model
@@ -45,6 +46,9 @@ class QuantizeEncoderConfig:
         mode: affine, mxfp4, mxfp8 or nvfp4
         include: module path prefixes or globs to quantize (replaces the default, the encoder layers' Linears)
         exclude: module path prefixes or globs kept dense, e.g. encoder.layers.0.
+        eval_path: packed (MLX's packed kernel), dense (the same quantized values, dequantized into dense
+            matmuls, checked against the packed kernel first) or auto (dense on the CPU backend, packed elsewhere)
+        check_with: a suite or workload whose longest requests check the dense path; none: a seeded probe batch
     """
     bits: int = 8
     group_size: int = 64

@@ -40,7 +40,8 @@ class NoteConfig:
     note: str = "hello"
 
 
-NOTE = PassSpec(name="note", config_type=NoteConfig, apply=lambda runtime, config, data: (runtime, {"text": config.note}),
+NOTE = PassSpec(name="note", config_type=NoteConfig,
+                apply=lambda runtime, config, data: (runtime, {"text": config.note}),
                 exact=True, description="test: changes nothing, reports a note", replaces=frozenset({"planner"}))
 
 

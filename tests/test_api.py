@@ -72,12 +72,18 @@ def test_benchmark_needs_runtimes_and_valid_settings(tiny_checkpoint_dir):
 
 
 def test_settings_the_model_cannot_take_are_input_errors_before_any_evaluation(tiny_checkpoint_dir, monkeypatch):
-    import laya_opt.runs.pipeline
-
     runtime = lo.load(tiny_checkpoint_dir)
     with pytest.raises(InputError, match=r"^quantize_encoder: quantization selector\(s\) match no dense .*'noth"):
         lo.apply(runtime, "quantize_encoder", include=["nothing.*"])
-    monkeypatch.setattr(laya_opt.runs.pipeline, "evaluate", lambda *a, **k: pytest.fail("evaluated before the check"))
+    monkeypatch.setattr("laya_opt.runs.pipeline.evaluate", lambda *a, **k: pytest.fail("evaluated before the check"))
     config = lo.passes.QuantizeEncoderConfig(group_size=128)
     with pytest.raises(InputError, match=r"^stage 1 \(quantize_encoder\): quantize_encoder: cannot quantize 12"):
         lo.run_pipeline(runtime, [config], dtype="float32")
+
+
+def test_the_readme_shows_the_shipped_quant_enc8_experiment():
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n# experiments/quant_enc8.yaml\n(.*?)```", text, re.S).group(1)
+    assert yaml.safe_load(block) == yaml.safe_load((ROOT / "experiments" / "quant_enc8.yaml").read_text())

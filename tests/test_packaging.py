@@ -93,7 +93,8 @@ def setup_module_requirements(environ):
     return module.requirements(environ)
 
 
-@pytest.mark.parametrize("backend, requirement", [(None, "mlx[cpu]"), ("cuda13", "mlx[cuda13]"), ("cuda12", "mlx[cuda12]")])
+@pytest.mark.parametrize("backend, requirement", [(None, "mlx[cpu]"), ("cuda13", "mlx[cuda13]"),
+                                                  ("cuda12", "mlx[cuda12]")])
 def test_the_linux_mlx_backend_is_chosen_at_install_time(backend, requirement):
     environ = {"LAYA_OPT_MLX": backend} if backend else {}
     linux = [r for r in setup_module_requirements(environ) if r.startswith("mlx") and "linux" in r]

@@ -2,14 +2,15 @@
 
     python tools/build_tokenizer.py [--out checkpoints/tokenizer] [--seed 1234] [--records 12000]
 
-Deterministic: the corpus comes from `laya_opt.suites.synthetic.generator.iter_training_records(seed)` only, training runs
-single-threaded, and the files are written from fixed structures, so two runs give identical bytes.
+Deterministic: the corpus comes from `laya_opt.suites.synthetic.generator.iter_training_records(seed)` only,
+training runs single-threaded, and the files are written from fixed structures, so two runs give identical bytes.
 
 Design: NFKC normaliser; Metaspace pre-tokeniser ("▁" marks a preceding space and is always prepended,
 so `tok(" billing")` and `tok("billing")` give the same pieces, which keeps the leading-space option
 pieces of spec §7.3 stable), then punctuation isolated and digits split one by one. CJK text has no
-spaces: Han ideographs are split into single characters (as in BERT), kana runs are merged by BPE. Special tokens `[PAD] [UNK] [CLS] [SEP] [MASK]`
-get ids 0-4; `[MASK]` has lstrip=True like ModernBERT. No byte fallback: unseen characters are `[UNK]`.
+spaces: Han ideographs are split into single characters (as in BERT), kana runs are merged by BPE. Special
+tokens `[PAD] [UNK] [CLS] [SEP] [MASK]` get ids 0-4; `[MASK]` has lstrip=True like ModernBERT. No byte
+fallback: unseen characters are `[UNK]`.
 """
 from __future__ import annotations
 

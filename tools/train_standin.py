@@ -695,8 +695,8 @@ def main(argv=None) -> int:
     # The stored weights are float16; fit and report on exactly those values.
     model.update(nn.utils.tree_map(lambda w: w.astype(mx.float16).astype(mx.float32), model.parameters()))
     calib_logits = predict_logits(model, calib, codec.pad_id)
-    temperatures = [fit_temperature([l for (it, _, _), l in zip(calib, calib_logits) if it.type_name == kind],
-                                    [y for (it, y, _), l in zip(calib, calib_logits) if it.type_name == kind])
+    temperatures = [fit_temperature([row for (it, _, _), row in zip(calib, calib_logits) if it.type_name == kind],
+                                    [y for (it, y, _), _row in zip(calib, calib_logits) if it.type_name == kind])
                     for kind in TYPES]
     agent_raw.update(temperature=temperatures, temperature_by_options={}, amp_dtype="fp32",
                      training={"script": "tools/train_standin.py", "seed": args.seed, "steps": args.steps,

@@ -28,8 +28,8 @@ from laya_opt.core.decode import Calibration, calibration_from_tables
 from laya_opt.util.errors import CheckpointError, ConfigError, InputError
 from laya_opt.util.jsonio import read_json
 from laya_opt.core.model import LayaModel
-from laya_opt.core.quant import (HEAD_PREFIXES, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme, dense_modules,
-                                 quantization_problems, quantize_modules, weight_modules)
+from laya_opt.core.quant import (HEAD_PREFIXES, QUANTIZED_TYPES, QuantScheme, check_mode_supported, check_scheme,
+                                 dense_modules, quantization_problems, quantize_modules, weight_modules)
 from laya_opt.core.tensorfile import TensorInfo, read_header
 from laya_opt.core.tokens import TextCodec, load_codec
 

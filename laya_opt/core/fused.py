@@ -2,7 +2,7 @@
 
 Why: on the H200 the MLX forward is host-bound at small batch (each MLX op costs ~5-6 us of dispatch, a
 cuBLASLt matmul 15-22 us) and MLX's LayerNorm and RoPE kernels are slow on [~100, 1024] tensors
-(docs/PEERS.md, kernel profile). Each op here does the work of two to five MLX ops in one launch.
+(docs/kernels.md, the H200 kernel profile). Each op here does the work of two to five MLX ops in one launch.
 
 Every op has two paths: `cuda_kernel`, when the default device is the GPU of a CUDA build of MLX, and
 `mlx_fallback`, the exact MLX ops of laya_opt/core/model.py in the same order (so bit-identical to the model

@@ -244,8 +244,9 @@ def coverage_manifest(model: nn.Module, dense_dtype: mx.Dtype, kept_reasons: Map
     elements = sum(r.shape[0] * r.shape[1] for r in rows)
     quantized = sum(r.shape[0] * r.shape[1] for r in rows if r.status == "quantized")
     model_after = sum(value.nbytes for _, value in tree_flatten(model.parameters()))
-    return CoverageManifest(rows=rows, dense_dtype=str(dense_dtype).removeprefix('mlx.core.'), weight_bytes_before=before,
-                            weight_bytes_after=after, model_bytes_before=model_after - after + before,
+    return CoverageManifest(rows=rows, dense_dtype=str(dense_dtype).removeprefix('mlx.core.'),
+                            weight_bytes_before=before, weight_bytes_after=after,
+                            model_bytes_before=model_after - after + before,
                             model_bytes_after=model_after, bits_per_weight_before=8 * before / elements,
                             bits_per_weight_after=8 * after / elements,
                             quantized_weight_fraction=quantized / elements)

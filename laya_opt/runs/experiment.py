@@ -44,7 +44,8 @@ from laya_opt.util.errors import ExperimentError, InputError
 from laya_opt.fidelity.gates import GatesFile, load_gates_file
 from laya_opt.suites.workloads import WORKLOADS, check_requests_name
 from laya_opt.passes.contract import check_order
-from laya_opt.runs.pipeline import BASELINE, GateSet, Pipeline, Step
+from laya_opt.runs.pipeline import Pipeline
+from laya_opt.runs.steps import BASELINE, GateSet, Step
 from laya_opt.passes.registry import Registry, build_registry
 from laya_opt.util.resources import checkpoint_path, suite_path
 from laya_opt.util.jsonio import read_yaml

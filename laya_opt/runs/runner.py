@@ -42,8 +42,9 @@ from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
 from laya_opt.runs.decision_table import console_decision_table
-from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line, console_table,
-                                  latency_records, plain, render_report, row_from_record, row_styles, stage_label, stage_record)
+from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line,
+                                  console_table, latency_records, plain, render_report, row_from_record, row_styles,
+                                  stage_label, stage_record)
 from laya_opt.core.runtime import Runtime, runtime_from_checkpoint
 from laya_opt.util.staging import check_creatable, publish, staging_dir
 from laya_opt.util.system import mlx_backend

@@ -49,7 +49,8 @@ def test_rope_parameters_override_and_explicit_layer_types():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 1e4}}}, "rope_type: 'linear' is not one of default"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 1e4}}},
+     "rope_type: 'linear' is not one of default"),
     ({"hidden_size": 60, "num_attention_heads": 7}, "not divisible"),
     ({"hidden_size": 66, "num_attention_heads": 2}, "must be even"),
     ({"layer_types": ["full_attention", "sliding_attention"]}, "length num_hidden_layers=3"),

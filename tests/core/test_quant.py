@@ -15,7 +15,8 @@ from laya_opt.core.checkpoint_write import build_random_model, save_quantized
 from laya_opt.core.config import architecture
 from laya_opt.util.errors import CheckpointError
 from laya_opt.core.quant import (ACTION_HEAD_REASON, QuantScheme, check_mode_supported, coverage_manifest,
-                                 quantization_problems, quantize_modules, select_modules, selector_matches, weight_modules)
+                                 quantization_problems, quantize_modules, select_modules, selector_matches,
+                                 weight_modules)
 from laya_opt.core.runtime import load_runtime
 from laya_opt.passes.quantize_encoder import PASS
 

@@ -7,7 +7,8 @@ from mlx.utils import tree_flatten
 
 import laya_opt as lo
 from laya_opt.core import quant_eval
-from laya_opt.core.checkpoint import load_checkpoint, save_quantized
+from laya_opt.core.checkpoint import load_checkpoint
+from laya_opt.core.checkpoint_write import save_quantized
 from laya_opt.core.quant_eval import (DENSE, PACKED, DensePathMismatch, DequantizedLinear, dense_path_check,
                                       eval_path_of, probe_batch, question_batches, require_agreement,
                                       resolve_eval_path, with_eval_path)

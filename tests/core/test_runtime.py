@@ -138,7 +138,8 @@ def test_padding_a_batch_never_shrinks_it_and_equal_sizes_are_a_no_op(tiny_codec
                             option_keys=("false", "true"))
     batch = collate([item], tiny_codec.pad_id)
     rows, length, slots = batch.shape
-    assert pad_batch(batch, length, 0) is batch and pad_rows(batch, rows, 0) is batch and pad_slots(batch, slots) is batch
+    assert pad_batch(batch, length, 0) is batch and pad_rows(batch, rows, 0) is batch \
+        and pad_slots(batch, slots) is batch
     assert pad_batch(batch, length + 2, 0).shape == (rows, length + 2, slots)
     assert pad_rows(batch, rows + 1, 0).shape == (rows + 1, length, slots)
     assert pad_slots(batch, slots + 3).shape == (rows, length, slots + 3)

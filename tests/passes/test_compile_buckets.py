@@ -223,7 +223,8 @@ def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
     metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics
     assert metrics["max_abs_dp"] <= 1e-5
     assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
-    assert candidate.applied == ("compile_buckets",) and candidate.identity.endswith("+compile_buckets(buckets=[48, 96])")
+    assert candidate.applied == ("compile_buckets",) \
+        and candidate.identity.endswith("+compile_buckets(buckets=[48, 96])")
     stats = candidate.info["compile_buckets"]["stats"]
     info = candidate.info["compile_buckets"]
     assert info["buckets"] == [48, 96] and info["source"] == "given"

@@ -16,7 +16,7 @@ from laya_opt.core.model import HeadLayer, full_final_layer, key_padding_mask
 from laya_opt.util.schema import parse
 from laya_opt.passes.contract import runtime_fingerprint
 from laya_opt.core.runtime import clone_model, load_runtime
-from laya_opt.passes.head_prune_final import (FINAL_LAYERS, PASS, HeadPruneFinalConfig, flop_reduction, saved_flops,
+from laya_opt.passes.head_prune_final import (FINAL_LAYERS, HeadPruneFinalConfig, flop_reduction, saved_flops,
                                      selected_q_final_layer, split_projection_final_layer)
 
 from conftest import write_tiny_checkpoint
@@ -123,7 +123,8 @@ def test_flop_reduction_sums_over_shapes_and_is_zero_without_head():
     one = flop_reduction(encoder, 2, [(2, 64, 3)], "selected_q")
     two = flop_reduction(encoder, 2, [(2, 64, 3), (2, 64, 3)], "selected_q")
     assert two["saved_flops"] == 2 * one["saved_flops"] and two["share"] == pytest.approx(one["share"])
-    assert one["saved_flops"] == saved_flops(128, 2, 64, 4, "selected_q") == 18 * 2 * 60 * 128**2 + 4 * 2 * 64 * 60 * 128
+    assert one["saved_flops"] == saved_flops(128, 2, 64, 4, "selected_q") \
+        == 18 * 2 * 60 * 128**2 + 4 * 2 * 64 * 60 * 128
     assert flop_reduction(encoder, 0, [(2, 64, 3)], "selected_q")["saved_flops"] == 0
     with pytest.raises(ValueError, match="shapes"):
         flop_reduction(encoder, 2, [(2, 64)], "selected_q")
@@ -178,7 +179,8 @@ def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime, varian
     metrics = compare(evaluate(runtime, REQUESTS), evaluate(candidate, REQUESTS)).metrics
     assert metrics["max_abs_dp"] <= 1e-5
     assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
-    assert candidate.applied == ("head_prune_final",) and candidate.identity.startswith(runtime.identity + "+head_prune_final")
+    assert candidate.applied == ("head_prune_final",) \
+        and candidate.identity.startswith(runtime.identity + "+head_prune_final")
     report = candidate.info["head_prune_final"]
     assert report["variant"] == variant and report["pruned"] and 0 < report["at_max_len_r5"]["share"] < 1
 

@@ -97,7 +97,8 @@ def test_pass_is_exact_end_to_end_and_leaves_its_input_unchanged(runtime):
     metrics = compare(evaluate(runtime, MIXED), evaluate(candidate, MIXED)).metrics
     assert metrics["max_abs_dp"] <= 1e-5
     assert metrics["argmax_agreement"] == 1.0 and metrics["token_identity"] == 1.0
-    assert candidate.applied == ("length_sorted_batching",) and candidate.identity.startswith(runtime.identity + "+length_sorted_batching")
+    assert candidate.applied == ("length_sorted_batching",) \
+        and candidate.identity.startswith(runtime.identity + "+length_sorted_batching")
     assert candidate.info["length_sorted_batching"]["token_budget"] == 256
     prepared = runtime.prepare(MIXED[0].state, MIXED[0].questions)
     padded = {planner: sum(len(group) * max(prepared[i].length for i in group) for group in planner(prepared))

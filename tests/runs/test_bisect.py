@@ -63,7 +63,8 @@ def test_bisect_names_the_damaged_layer_and_verifies_its_exclusion(damaged_dir, 
     entry = yaml.safe_load(outcome.snippet)["passes"][0]
     assert entry == {"name": "quantize_encoder", "on_fail": "stop",
                      "config": {"bits": 8, "group_size": 32, "mode": "affine", "include": ["encoder.layers.*"],
-                                "exclude": [f"encoder.layers.{DAMAGED}"]}}
+                                "exclude": [f"encoder.layers.{DAMAGED}"],
+                                "eval_path": "packed", "check_with": "none"}}
     # The snippet, pasted into the experiment, passes every gate.
     pasted = quantizing(damaged_dir, suite_file, exclude=entry["config"]["exclude"])
     assert bisect_experiment(parse_experiment(pasted)).failing is None

@@ -94,7 +94,8 @@ def test_invalid_documents_name_the_key_path(suite_path, changes, message):
 
 
 def test_unknown_workload_names_the_index(suite_path):
-    with pytest.raises(ExperimentError, match=r"benchmark\.workloads\[1\]: unknown workload 'huge-9'; known: .*short-1"):
+    with pytest.raises(ExperimentError,
+                       match=r"benchmark\.workloads\[1\]: unknown workload 'huge-9'; known: .*short-1"):
         parse(document(suite_path, benchmark={"workloads": ["short-1", "huge-9"]}))
 
 

@@ -10,7 +10,8 @@ from fake_passes import (BROKEN, CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLA
 from laya_opt.util.errors import InputError
 from laya_opt.fidelity.gates import Gate
 from laya_opt.passes.contract import fingerprint_changes, runtime_fingerprint
-from laya_opt.runs.pipeline import GateSet, Pipeline, PipelineError, Step, merge_gates
+from laya_opt.runs.pipeline import Pipeline, PipelineError
+from laya_opt.runs.steps import GateSet, Step, merge_gates
 from laya_opt.core.runtime import load_runtime
 
 @pytest.fixture

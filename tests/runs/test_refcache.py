@@ -152,8 +152,9 @@ def test_a_changed_mlx_version_backend_device_or_blas_never_reuses_an_entry(chan
 def test_the_source_digest_covers_the_model_code_and_sees_an_edit(reference, tiny_checkpoint_dir, platform,
                                                                   tmp_path, monkeypatch):
     files = refcache.source_files()
-    for module in ("laya_opt.core.model", "laya_opt.core.runtime", "laya_opt.core.batching", "laya_opt.core.prompt", "laya_opt.core.decode",
-                   "laya_opt.core.checkpoint", "laya_opt.core.tokens", "laya_opt.fidelity.checker", "laya_opt.runs.refcache"):
+    for module in ("laya_opt.core.model", "laya_opt.core.runtime", "laya_opt.core.batching", "laya_opt.core.prompt",
+                   "laya_opt.core.decode", "laya_opt.core.checkpoint", "laya_opt.core.tokens",
+                   "laya_opt.fidelity.checker", "laya_opt.runs.refcache"):
         assert module in files, module
     assert "laya_opt.cli" not in files and "laya_opt.runs.report" not in files  # what the forward does not import
     key = key_for(reference, tiny_checkpoint_dir, REQUESTS, platform)
@@ -244,6 +245,7 @@ def test_a_bad_cache_limit_is_refused_before_anything_is_computed(value, referen
 
     monkeypatch.setenv("LAYA_OPT_CACHE_MAX_MB", value)
     counter = Counter(reference, REQUESTS[:1])
-    with pytest.raises(InputError, match=f"LAYA_OPT_CACHE_MAX_MB must be a positive number of megabytes, got '{value}'"):
+    with pytest.raises(InputError,
+                       match=f"LAYA_OPT_CACHE_MAX_MB must be a positive number of megabytes, got '{value}'"):
         cached_reference(key_for(reference, tiny_checkpoint_dir, REQUESTS[:1], platform), counter, tmp_path)
     assert counter.calls == 0

@@ -58,7 +58,8 @@ def test_run_writes_a_complete_results_dir_that_round_trips(write_experiment, ti
     loaded = load_results(outcome.results_dir)
     plots = loaded.manifest["plots"] or []  # drawn when matplotlib is installed (the dev extra has it)
     assert ("latency.png" in plots) == plots_available()
-    assert entries(outcome.results_dir) == sorted(["manifest.json", "report.md", "stages.jsonl", "timings.json", *plots])
+    assert entries(outcome.results_dir) == sorted(["manifest.json", "report.md", "stages.jsonl", "timings.json",
+                                                   *plots])
     assert loaded.rows == outcome.rows
     assert [row.verdict for row in loaded.rows] == ["accepted", "rejected", "accepted"]
     assert loaded.rows[1].speedups == (SpeedupCell("short-1", None, None, None),)  # rejected: not timed

@@ -171,7 +171,8 @@ def test_export_from_the_command_line_and_its_refusals(write_experiment, tmp_pat
     assert skipped.exit_code == 3 and "export skipped" in skipped.output and not (tmp_path / "e").exists()
     alone = CliRunner().invoke(main, ["run", str(path), "--export-stage", "quantize_encoder"])
     assert alone.exit_code == 2 and "--export-stage and --export-dir go together" in alone.output
-    unknown = CliRunner().invoke(main, ["run", str(path), "--export-stage", "nope", "--export-dir", str(tmp_path / "e")])
+    unknown = CliRunner().invoke(main, ["run", str(path), "--export-stage", "nope",
+                                        "--export-dir", str(tmp_path / "e")])
     assert unknown.exit_code == 2 and "--export-stage: no stage is named 'nope'; stages: baseline, quantize_encoder" \
         in unknown.output
     with pytest.raises(ExperimentError, match="export.stage: no stage is named 'compile'"):

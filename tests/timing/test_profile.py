@@ -5,7 +5,8 @@ import pytest
 from fake_passes import QUESTIONS
 
 import laya_opt as lo
-from laya_opt.timing.profile import PHASES, PhaseClock, cuda_profiler_problem, kernel_timeline, phase_split, profile_request
+from laya_opt.timing.profile import (PHASES, PhaseClock, cuda_profiler_problem, kernel_timeline, phase_split,
+                                     profile_request)
 
 
 @pytest.fixture(scope="module")

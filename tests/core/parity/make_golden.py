@@ -12,8 +12,8 @@ For each tiny configuration below it
 3. builds a reference model in PyTorch from the *written* files: Hugging Face ``transformers.ModernBertModel``
    (``attn_implementation="eager"``) for the encoder, ``nn.TransformerEncoder`` of
    ``nn.TransformerEncoderLayer(D, max(1, D // 64), 4D, dropout=0, relu, batch_first, norm_first)`` for the decision
-   head, and a small hand-written type-embedding / marker-gather / scorer / action-feature / action-head block (§5.5–5.6),
-   loading the safetensors file with ``strict=True``,
+   head, and a small hand-written type-embedding / marker-gather / scorer / action-feature / action-head block
+   (§5.5–5.6), loading the safetensors file with ``strict=True``,
 4. tokenizes a batch of synthetic prompts with the written ``tokenizer.json`` and runs the reference in FP32,
 5. cross-checks the whole forward against an independent float64 NumPy implementation (and runs a few HF behaviour
    probes: sliding-mask semantics, padding invariance, eager vs sdpa, TransformerEncoderLayer fast path vs slow path,
@@ -212,7 +212,7 @@ def encoder_config_dict(fx: Fixture) -> dict:
 def make_weights(fx: Fixture) -> dict[str, np.ndarray]:
     """Random FP32 weights, upstream names (§3.4). Scales chosen so attention is far from uniform and logits ~O(1)."""
     rng = np.random.default_rng(fx.seed)
-    D, I, V, A = fx.hidden, fx.inter, fx.vocab, 2
+    D, inter, V, A = fx.hidden, fx.inter, fx.vocab, 2
 
     def n(shape, std, mean=0.0):
         return (mean + std * rng.standard_normal(shape)).astype(np.float32)
@@ -227,8 +227,8 @@ def make_weights(fx: Fixture) -> dict[str, np.ndarray]:
         w[p + "attn.Wqkv.weight"] = n((3 * D, D), 0.12)
         w[p + "attn.Wo.weight"] = n((D, D), 0.06)
         w[p + "mlp_norm.weight"] = n((D,), 0.1, 1.0)
-        w[p + "mlp.Wi.weight"] = n((2 * I, D), 0.1)
-        w[p + "mlp.Wo.weight"] = n((D, I), 0.08)
+        w[p + "mlp.Wi.weight"] = n((2 * inter, D), 0.1)
+        w[p + "mlp.Wo.weight"] = n((D, inter), 0.08)
     w["encoder.final_norm.weight"] = n((D,), 0.1, 1.0)
     for j in range(fx.head_layers):
         p = f"head.layers.{j}."
@@ -468,7 +468,8 @@ def np_forward(fx: Fixture, enc_cfg: dict, w: dict[str, np.ndarray], inp: dict[s
         every = enc_cfg.get("global_attn_every_n_layers", 3)
         kinds = ["full_attention" if i % every == 0 else "sliding_attention" for i in range(N)]
     rp = {} if mut.get("ignore_rope_parameters") else (enc_cfg.get("rope_parameters") or {})
-    bases = {"full_attention": rp.get("full_attention", {}).get("rope_theta", enc_cfg.get("global_rope_theta", 160000.0)),
+    bases = {"full_attention": rp.get("full_attention", {}).get("rope_theta",
+                                                                enc_cfg.get("global_rope_theta", 160000.0)),
              "sliding_attention": rp.get("sliding_attention", {}).get("rope_theta",
                                                                       enc_cfg.get("local_rope_theta", 10000.0))}
     w_half = enc_cfg["local_attention"] // 2 + mut.get("window_delta", 0)
@@ -577,7 +578,8 @@ def probe_hf(fx: Fixture, ckpt: Path, model: TorchLaya, inputs, ref) -> dict:
     for kind in set(cfg.layer_types):
         base = fx.global_theta if kind == "full_attention" else fx.local_theta
         inv = getattr(enc.rotary_emb, f"{kind}_inv_freq").numpy()
-        want = 1.0 / base ** (np.arange(0, cfg.hidden_size // cfg.num_attention_heads, 2) / (cfg.hidden_size // cfg.num_attention_heads))
+        want = 1.0 / base ** (np.arange(0, cfg.hidden_size // cfg.num_attention_heads, 2)
+                              / (cfg.hidden_size // cfg.num_attention_heads))
         assert np.allclose(inv, want, rtol=1e-6), kind
     expect_kinds = list(fx.layer_types) if fx.layer_types else [
         "full_attention" if i % 3 == 0 else "sliding_attention" for i in range(fx.layers)]
@@ -630,7 +632,8 @@ def probe_hf(fx: Fixture, ckpt: Path, model: TorchLaya, inputs, ref) -> dict:
                "marker_pos": inputs["marker_pos"][b:b + 1, :Kb], "marker_mask": inputs["marker_mask"][b:b + 1, :Kb],
                "qtype": inputs["qtype"][b:b + 1]}
         o = np_out(model(**to_torch(one)), one["attention_mask"])
-        single["encoder_hidden"] = max(single["encoder_hidden"], maxdiff(o["encoder_hidden"][0], ref["encoder_hidden"][b, :Lb]))
+        single["encoder_hidden"] = max(single["encoder_hidden"],
+                                       maxdiff(o["encoder_hidden"][0], ref["encoder_hidden"][b, :Lb]))
         single["head_hidden"] = max(single["head_hidden"], maxdiff(o["head_hidden"][0], ref["head_hidden"][b, :Lb]))
         n = row.n_markers
         single["logits"] = max(single["logits"], maxdiff(o["logits"][0, :n], ref["logits"][b, :n]))
@@ -686,8 +689,8 @@ def sha256(path: Path) -> str:
 
 
 def param_count_formula(fx: Fixture) -> int:
-    V, D, I, N, Hh, A = fx.vocab, fx.hidden, fx.inter, fx.layers, fx.head_layers, 2
-    return (V * D + N * (4 * D * D + 3 * D * I) + (2 * N + 1) * D + Hh * (12 * D * D + 13 * D) + 3 * D
+    V, D, inter, N, Hh, A = fx.vocab, fx.hidden, fx.inter, fx.layers, fx.head_layers, 2
+    return (V * D + N * (4 * D * D + 3 * D * inter) + (2 * N + 1) * D + Hh * (12 * D * D + 13 * D) + 3 * D
             + (D * D + 4 * D + 1) + (256 * D + 1280 + 257 * A))
 
 

@@ -215,18 +215,10 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
         print_table(output_console(), sensitivity_table(rows))
 
 
-main.add_command(cli_run.run)
-main.add_command(cli_run.explain)
-main.add_command(cli_bench.bench)
-main.add_command(cli_bench.plot)
-main.add_command(cli_doctor.doctor)
-main.add_command(cli_history.history)
-main.add_command(cli_diff.diff)
-main.add_command(cli_calibrate.calibrate_gates)
-main.add_command(cli_bisect.bisect)
-main.add_command(cli_listings.passes)
-main.add_command(cli_listings.experiments)
-main.add_command(cli_listings.suites)
+for command in (cli_run.run, cli_run.explain, cli_bench.bench, cli_bench.plot, cli_doctor.doctor,
+                cli_history.history, cli_diff.diff, cli_calibrate.calibrate_gates, cli_bisect.bisect,
+                cli_listings.passes, cli_listings.experiments, cli_listings.suites):
+    main.add_command(command)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,8 @@
 Decode is host work, so the CPU measures it. The stand-in answers the short-1, short-16 and short-50
 workloads once; then the two decoders run on those outputs in alternating blocks (n = blocks x calls per
 decoder), after checking that they return identical answers. `--old-source` times a decode.py of an
-earlier revision (`git show REV:laya_opt/decode.py > old.py`) instead of `decode_answer` in a loop.
+earlier revision (`git show REV:laya_opt/core/decode.py > old.py`; `laya_opt/decode.py` before the re-layout)
+instead of `decode_answer` in a loop.
 """
 from __future__ import annotations
 

@@ -28,7 +28,6 @@ from laya_opt.fidelity.checker import Outputs, QuestionOutput
 from laya_opt.fidelity.metrics import DECISION_METRICS, NEAR_TIE_MARGIN, FidelityReport, top_two_margin
 from laya_opt.fidelity.metrics import compare as compare_drift
 
-SIGNIFICANCE = 0.05     # McNemar: a loss is significant below this p
 CONFIDENCE = 0.95       # Clopper-Pearson: the one-sided level of the upper bound
 _BISECTION_STEPS = 200  # halves [0, 1] far below float64 resolution; the loop stops once the interval stops shrinking
 

@@ -16,7 +16,7 @@ of bad input are the types in `laya_opt.util.errors`.
 """
 from __future__ import annotations
 
-from laya_opt.util import blas as _blas  # noqa: F401  (must run before mlx.core is imported; see _blas.py)
+from laya_opt.util import blas as _blas  # noqa: F401  (must run before mlx.core is imported; see util/blas.py)
 from laya_opt.util.errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
                                   QuestionError, SchemaError, SuiteError)
 

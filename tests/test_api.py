@@ -44,11 +44,11 @@ def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, capsys):
 
 def test_apply_by_config_name_or_spec_gives_the_same_runtime(tiny_checkpoint_dir):
     runtime = lo.load(tiny_checkpoint_dir)
-    by_config = lo.apply(runtime, lo.passes.LocalWindowConfig(block_size=8))
+    by_config = lo.apply(runtime, lo.passes.LocalWindowAttentionConfig(block_size=8))
     by_name = lo.apply(runtime, "local_window_attention", block_size=8)
     assert by_config.identity == by_name.identity and by_config.applied == ("local_window_attention",)
     with pytest.raises(TypeError, match="either in the config object or as keywords"):
-        lo.apply(runtime, lo.passes.LocalWindowConfig(), block_size=8)
+        lo.apply(runtime, lo.passes.LocalWindowAttentionConfig(), block_size=8)
     with pytest.raises(InputError, match="unknown pass 'nope'"):
         lo.apply(runtime, "nope")
     with pytest.raises(SchemaError, match="local_window_attention.block_size: must be >= 1"):

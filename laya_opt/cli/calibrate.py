@@ -92,7 +92,7 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     # Written beside the target and renamed once it reads back through the schema: never a half-written file.
     partial = out_file.with_name(f".{out_file.name}.partial")
     partial.write_text(dump_gates_file(gates, header=f"Written by `{command}`; thresholds and their derivations: "
-                                                     "docs/gates.md, laya_opt/fidelity/gate_derivation.py"),
+                                                     "docs/gates.md, fidelity/gate_derivation.py"),
                        encoding="utf-8")
     try:
         read_gates_file(partial)

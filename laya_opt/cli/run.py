@@ -54,7 +54,7 @@ checkpoint_option = click.option(
 suite_option = click.option(
     "--suite", "suites", multiple=True,
     help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
-         "or a .jsonl path), e.g. --suite heldout for a full fidelity run of a CPU-sized experiment.")
+         "or a .jsonl path), e.g. --suite smoke for a quick look; `laya-opt suites` lists them.")
 
 
 @click.command("explain")

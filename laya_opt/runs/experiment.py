@@ -5,7 +5,7 @@
     reference_dtype: float32               # the reference every stage is compared with (cumulative)
     candidate_dtype: float16               # stage 0 "baseline": cast_dtype to this dtype
     batch_size: 16
-    suites: [heldout]                      # bundled suite names or paths to .jsonl files
+    suites: [gate]                         # bundled suite names or paths to .jsonl files
     plugins: [my_package.my_passes]        # modules imported explicitly to register third-party passes
     passes:
       - name: head_prune_final
@@ -80,7 +80,7 @@ class ExperimentFile:
     reference_dtype: DTYPE = "float32"
     candidate_dtype: DTYPE = "float16"
     batch_size: int = field(default=16, metadata={"min": 1})
-    suites: tuple[str, ...] = field(default=("heldout",), metadata={"nonempty": True})
+    suites: tuple[str, ...] = field(default=("gate",), metadata={"nonempty": True})
     plugins: tuple[str, ...] = ()
     passes: tuple[PassEntry, ...] = ()
     gates_file: str = field(default="standin", metadata={"nonempty": True})

@@ -9,7 +9,7 @@ Then one record per line::
      "labels": {qid: label},   # choice: option label (str); score: level index (int); noul: bool
      "tags": {qid: {"type", "language", "options", "length_class", "duplicate_of"[, "phenomenon"]}}}
 
-`phenomenon` (optional, one of PHENOMENA) names what makes a question hard (`fidelity.hard_cases`).
+`phenomenon` (optional, one of PHENOMENA) names what makes a question hard (`laya_opt.suites.synthetic.hard_cases`).
 `variant_of` and `variant` (optional, together) mark a question that repeats an earlier question of the
 same record with one field changed (`variant`, one of VARIANTS; `suites.synthetic.gate_pool`).
 

@@ -1,6 +1,6 @@
 """FP32 parity with independent references: HF `ModernBertModel` + torch `TransformerEncoderLayer`.
 
-Golden fixtures come from tests/parity/make_golden.py (run where torch and transformers exist);
+Golden fixtures come from tests/core/parity/make_golden.py (run where torch and transformers exist);
 this test needs neither. Tolerances from spec §11.6.
 """
 from pathlib import Path

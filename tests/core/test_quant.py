@@ -1,4 +1,5 @@
-"""Quantization helpers (laya_opt/quant.py) and the quantized checkpoint format (laya_opt/checkpoint.py)."""
+"""Quantization helpers (laya_opt/core/quant.py) and the quantized checkpoint format
+(laya_opt/core/checkpoint_write.py)."""
 import json
 import shutil
 

@@ -1,7 +1,7 @@
 """Seeded labelled records that word overlap cannot solve: the hard cases.
 
-The standard generator (`fidelity.generator`) labels every question by lexical matching: the answer's
-cue word is in the state and in the answer's option text. `fidelity.lexical_baseline`, which has no
+The standard generator (`laya_opt.suites.synthetic.generator`) labels every question by lexical matching: the answer's
+cue word is in the state and in the answer's option text. `laya_opt.suites.lexical_baseline`, which has no
 model, scores over 0.9 on that data. Each question built here carries a `phenomenon` tag (suites.PHENOMENA)
 saying how it breaks that shortcut:
 

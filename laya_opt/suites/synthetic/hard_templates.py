@@ -1,10 +1,10 @@
-"""Wording of the hard cases (`fidelity.hard_cases`): one `HardWording` per template group.
+"""Wording of the hard cases (`laya_opt.suites.synthetic.hard_cases`): one `HardWording` per template group.
 
-Three wordings, disjoint from each other and from the standard templates (`fidelity.templates`):
+Three wordings, disjoint from each other and from the standard templates (`laya_opt.suites.synthetic.templates`):
 `train` for training streams that include hard cases, `validation` for the validation suite, and
 `heldout` for the `heldout_hard` suite. `heldout_hard` states use the held-out group's sentences. Its
 instructions (`HELDOUT_HARD`) are new wording, and its noul statements are new paraphrases
-(`fidelity.paraphrases`), so no instruction is a training string, even with the frame removed.
+(`laya_opt.suites.synthetic.paraphrases`), so no instruction is a training string, even with the frame removed.
 
 Slots: `{kw}` cue term, `{main}`/`{side}` two cue terms, `{t}` scale term, `{n}`/`{m}` rating,
 `{words}` an option's cue words, `{s}` a lexicon fact sentence. In `fact_keep`, `{s}` loses its final

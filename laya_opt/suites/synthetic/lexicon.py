@@ -1,7 +1,7 @@
 """Shared lexicon of the synthetic typed-decision data: concepts, cue terms, scales and facts.
 
 Every split (train, calib, heldout) draws from this one lexicon; only the sentence templates in
-`fidelity.templates` differ between training and held-out data. Each label is learnable by lexical
+`laya_opt.suites.synthetic.templates` differ between training and held-out data. Each label is learnable by lexical
 matching: a concept's cue words appear both in the state and in the option text of that concept.
 
 Tables are written as `id: lang=label|cue|cue; lang=...` lines and parsed once at import.

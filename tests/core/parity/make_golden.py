@@ -20,7 +20,7 @@ For each tiny configuration below it
    batch vs single row),
 6. saves inputs and expected outputs to ``cases.npz`` and writes ``manifest.json``.
 
-Output layout (``--out``, default ``tests/parity/golden`` next to this file)::
+Output layout (``--out``, default ``tests/core/parity/golden`` next to this file)::
 
     manifest.json                       versions, tolerances, measured cross-check diffs, file sha256s
     <name>/checkpoint/                  upstream checkpoint directory (load this)
@@ -43,15 +43,15 @@ explicitly, both thetas 160000 via transformers-5 ``rope_parameters``, head_laye
 
 How to run (needs torch + transformers; the MLX tests that consume the output do not)::
 
-    python3.11 -m venv /work/parity-venv
-    /work/parity-venv/bin/pip install torch==2.13.0   # CPU wheel (torch-2.13.0+cpu)
-    /work/parity-venv/bin/pip install transformers safetensors numpy tokenizers
-    /work/parity-venv/bin/python tests/parity/make_golden.py            # rewrites tests/parity/golden/
+    python3.11 -m venv .venv-parity
+    .venv-parity/bin/pip install torch==2.13.0   # CPU wheel (torch-2.13.0+cpu)
+    .venv-parity/bin/pip install transformers safetensors numpy tokenizers
+    .venv-parity/bin/python tests/core/parity/make_golden.py            # rewrites tests/core/parity/golden/
 
 Versions used to produce the committed files: Python 3.11.7, torch 2.13.0+cpu, transformers 5.24.0,
 tokenizers 0.23.3, safetensors 0.8.0, numpy 2.4.6 (the exact versions are also recorded in manifest.json).
 Output is byte-for-byte reproducible for a given set of versions (fixed seeds, one torch thread, fixed zip
-timestamps in the npz files): ``make_golden.py --out /tmp/g && diff -r /tmp/g tests/parity/golden``.
+timestamps in the npz files): ``make_golden.py --out /tmp/g && diff -r /tmp/g tests/core/parity/golden``.
 Size: about 5.4 MB in total, almost all of it the two FP32 ``model.safetensors`` files (875,523 + 376,323 params x 4 B);
 D = 128 with hd 64 (two heads) cannot fit 2 MB in FP32.
 """
@@ -786,7 +786,7 @@ def main() -> None:
         if (root / fx.name).exists():
             shutil.rmtree(root / fx.name)
     manifest = {
-        "generator": "tests/parity/make_golden.py",
+        "generator": "tests/core/parity/make_golden.py",
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
                      "safetensors": safetensors.__version__, "numpy": np.__version__},

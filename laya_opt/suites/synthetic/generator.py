@@ -6,8 +6,9 @@ one slot, and its label follows from lexical matching between the state and the 
 
 Splits: `train` and `calib` use the training templates, `heldout` and `validation` their own disjoint
 templates (`laya_opt.suites.synthetic.templates`); all share the lexicon (`laya_opt.suites.synthetic.lexicon`).
-`laya_opt.suites.synthetic.hard_cases` builds the records no lexical heuristic solves from the same parts. Only `random.Random` instances
-seeded from (split, seed) are used, so output depends on nothing but the arguments.
+`laya_opt.suites.synthetic.hard_cases` builds the records no lexical heuristic solves from the same parts.
+Only `random.Random` instances seeded from (split, seed) are used, so output depends on nothing but the
+arguments.
 
 Truncation-aware layout: long non-list states put every decisive sentence near the start (the runtime
 keeps the first tokens); list states (chats) put them in the newest turns (it keeps the last tokens).

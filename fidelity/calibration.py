@@ -19,7 +19,7 @@ from laya_opt.passes.registry import get_pass
 from laya_opt.core.runtime import Forward, Runtime
 
 from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate
-from laya_opt.fidelity.decisions import is_near_tie
+from laya_opt.fidelity.decisions import reference_near_tie
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
 from laya_opt.fidelity.metrics import PERCENTILE_METRICS, compare
 
@@ -103,7 +103,7 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
     say(f"{reference.identity}: reference")
     reference_outputs = evaluate(reference, requests)
     measured: dict = {"questions": len(reference_outputs.questions),
-                      "near_ties": sum(is_near_tie(question) for question in reference_outputs.questions),
+                      "near_ties": sum(reference_near_tie(question) for question in reference_outputs.questions),
                       "max_abs_logit": max_abs_logit(reference_outputs),
                       "noise": {}, "drift": {}, "seconds": {}}
     for dtype in dtypes:

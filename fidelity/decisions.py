@@ -25,7 +25,7 @@ import numpy as np
 from laya_opt.core.prompt import QTYPES
 
 from laya_opt.fidelity.checker import Outputs, QuestionOutput
-from laya_opt.fidelity.metrics import DECISION_METRICS, NEAR_TIE_MARGIN, FidelityReport, top_two_margin
+from laya_opt.fidelity.metrics import DECISION_METRICS, FidelityReport, is_near_tie
 from laya_opt.fidelity.metrics import compare as compare_drift
 
 CONFIDENCE = 0.95       # Clopper-Pearson: the one-sided level of the upper bound
@@ -185,9 +185,9 @@ class DecisionChanges:
                 f"{self.overall.change_rate_upper:.3g} at 95%")
 
 
-def is_near_tie(reference: QuestionOutput) -> bool:
+def reference_near_tie(reference: QuestionOutput) -> bool:
     """The reference decided by a top-two gap below NEAR_TIE_MARGIN (NaN gaps count as decisive, as in metrics)."""
-    return top_two_margin(reference.probabilities) < NEAR_TIE_MARGIN
+    return is_near_tie(reference.probabilities)
 
 
 def outcome(reference: QuestionOutput, candidate: QuestionOutput) -> str | None:
@@ -207,7 +207,7 @@ def outcome(reference: QuestionOutput, candidate: QuestionOutput) -> str | None:
 def _count(pairs: list[tuple[QuestionOutput, QuestionOutput]]) -> Split:
     tallies = {kind: dict.fromkeys(("questions", "labelled") + OUTCOMES, 0) for kind in ("decisive", "near_tie")}
     for reference, candidate in pairs:
-        tally = tallies["near_tie" if is_near_tie(reference) else "decisive"]
+        tally = tallies["near_tie" if reference_near_tie(reference) else "decisive"]
         tally["questions"] += 1
         tally["labelled"] += reference.label_index is not None
         change = outcome(reference, candidate)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 from laya_opt.core.checkpoint import file_sha256, resolve_checkpoint_dir
 from laya_opt.core.runtime import load_runtime
 from laya_opt.fidelity.checker import Outputs, evaluate, requests_from_suite
-from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, top_two_margin
+from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, is_near_tie
 from laya_opt.suites.suite_file import Suite, SuiteRecord, dump_suite, parse_suite
 from laya_opt.suites.synthetic.gate_pool import DEFAULT_SEED, GATE, add_variants, pool_chunks, shipped_states
 from laya_opt.util.errors import InputError
@@ -50,11 +49,6 @@ DESCRIPTION = ("Default gating suite: held-out wordings (heldout and heldout_har
                "decisive sample, and one-field variant pairs (tags variant_of / variant: option order, option "
                "text, type). Chosen under the checkpoint in selected_under; rebuild with "
                "`python -m laya_opt.fidelity.make_gate_suite` when it changes.")
-
-
-def is_near_tie(probabilities) -> bool:
-    margin = top_two_margin(probabilities)
-    return not math.isnan(margin) and margin < NEAR_TIE_MARGIN   # NaN counts as decisive, as in metrics
 
 
 def selected_under(name: str, directory: Path, max_pool_questions: int) -> dict:

@@ -100,6 +100,11 @@ def top_two_margin(probabilities: np.ndarray) -> float:
     return float(top[0] - top[1]) if top.size > 1 else 1.0
 
 
+def is_near_tie(probabilities) -> bool:
+    """The top-two probability gap is below NEAR_TIE_MARGIN; a NaN gap counts as decisive (`NaN < x` is false)."""
+    return bool(top_two_margin(probabilities) < NEAR_TIE_MARGIN)
+
+
 def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen-Shannon divergence in nats, probabilities clipped at 1e-12; in [0, ln 2], exactly 0 when p == q."""
     p = np.clip(np.asarray(p, dtype=np.float64), JS_FLOOR, 1.0)

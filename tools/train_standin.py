@@ -76,7 +76,7 @@ from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
 from laya_opt.suites.synthetic.hard_cases import generate_hard
 from laya_opt.suites.lexical_baseline import baseline_report
-from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, top_two_margin
+from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, is_near_tie
 from laya_opt.fidelity.suite_report import top1_bins
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import project_tokenizer, standin_checkpoint, suite_path
@@ -403,7 +403,7 @@ def suite_report(runtime, name: str) -> dict:
     # How saturated the answers are (the share per top-1 probability bin) and how many are near ties.
     report["top1"] = {b["bin"]: round(b["share"], 4) for b in top1_bins([q.answer_confidence
                                                                          for q in outputs.questions])}
-    report["near_ties"] = sum(top_two_margin(q.probabilities) < NEAR_TIE_MARGIN for q in outputs.questions)
+    report["near_ties"] = sum(is_near_tie(q.probabilities) for q in outputs.questions)
     return report
 
 

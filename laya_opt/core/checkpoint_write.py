@@ -7,7 +7,6 @@ Every write goes through a staging directory, so a failure never leaves a half-w
 """
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -22,6 +21,7 @@ from laya_opt.core.model import LayaModel
 from laya_opt.core.quant import HEAD_PREFIXES, QUANTIZED_TYPES, weight_modules
 from laya_opt.util.errors import InputError
 from laya_opt.util.staging import publish, staging_dir
+from laya_opt.util.jsonio import write_json
 
 
 def build_random_model(encoder: EncoderConfig, agent: AgentConfig, seed: int, dtype: mx.Dtype) -> LayaModel:
@@ -49,15 +49,10 @@ def build_random_model(encoder: EncoderConfig, agent: AgentConfig, seed: int, dt
 # ----------------------------------------------------------------------------- saving
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def write_manifest(directory: Path) -> None:
     """manifest.json: the SHA-256 of every file in `directory`, which every load verifies."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("."))
-    _write_json(directory / MANIFEST, {"sha256": {p.relative_to(directory).as_posix(): file_sha256(p)
+    write_json(directory / MANIFEST, {"sha256": {p.relative_to(directory).as_posix(): file_sha256(p)
                                                   for p in files}})
 
 
@@ -90,14 +85,14 @@ def save_checkpoint(model: LayaModel, out_dir: str | Path, encoder_raw: dict, ag
         p.name for p in tokenizer_dir.iterdir() if p.is_file())
     with staging_dir(out_dir.parent, out_dir.name) as staging:
         mx.save_safetensors(str(staging / "model.safetensors"), tensors, metadata={"format": "pt"})
-        _write_json(staging / "rl_agent_config.json", agent_raw)
-        _write_json(staging / "encoder" / "config.json", encoder_raw)
+        write_json(staging / "rl_agent_config.json", agent_raw)
+        write_json(staging / "encoder" / "config.json", encoder_raw)
         (staging / "tokenizer").mkdir()
         for name in names:
             shutil.copyfile(tokenizer_dir / name, staging / "tokenizer" / name)
         if layout == "mlx":
             stored = next((v.dtype for v in tensors.values() if mx.issubdtype(v.dtype, mx.floating)), mx.float32)
-            _write_json(staging / "mlx_config.json", dict(mlx_config or {}, model_type="laya",
+            write_json(staging / "mlx_config.json", dict(mlx_config or {}, model_type="laya",
                                                           dtype=dtype_name(stored)))
         write_manifest(staging)
         publish(staging, out_dir)

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import mlx.core as mx
 
@@ -48,6 +48,7 @@ from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_r
 from laya_opt.core.runtime import Runtime, runtime_from_checkpoint
 from laya_opt.util.staging import check_creatable, publish, staging_dir
 from laya_opt.util.system import mlx_backend
+from laya_opt.util.jsonio import write_json
 
 SOURCE_DIR = Path(__file__).resolve().parent
 
@@ -94,10 +95,6 @@ class RunOutcome:
         if self.gates_failed and not self.allow_failed_gates:
             return 3
         return 1 if self.export_failed else 0
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(plain(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -214,10 +211,10 @@ def write_results(directory: Path, manifest: dict, records: Sequence[dict], timi
                   draw: Callable[[Sequence[dict], dict, Path], list] = write_run_plots) -> None:
     """The four files of a results directory; `render` writes report.md and `draw` the plots (their names)."""
     manifest["plots"] = draw(records, plain(timings), directory) if plots_available() else None
-    _write_json(directory / "manifest.json", manifest)
+    write_json(directory / "manifest.json", plain(manifest))
     (directory / "stages.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n"
                                                     for record in records), encoding="utf-8")
-    _write_json(directory / "timings.json", timings)
+    write_json(directory / "timings.json", plain(timings))
     (directory / "report.md").write_text(render(plain(manifest), records, plain(timings)), encoding="utf-8")
 
 

@@ -97,6 +97,12 @@ def read_json(path: Path, error: type[InputError] = InputError) -> Any:
     return loads(read_text(path, error), str(path), error)
 
 
+def write_json(path: Path, data: Any) -> None:
+    """Indented UTF-8 JSON with a final newline, the parent folder made: manifests and configs alike."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 @functools.cache
 def _unique_key_loader():
     """A safe loader that refuses duplicate mapping keys (PyYAML would keep the last one silently); built on

@@ -76,6 +76,23 @@ def tiny_checkpoint_dir(tmp_path_factory):
     return write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
 
 
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoint_dir):
+    """The tiny checkpoint as a float32 runtime, shared by a module's reference-cache tests (a module whose tests
+    may mutate it defines its own, per test)."""
+    from laya_opt.core.runtime import load_runtime
+
+    return load_runtime(tiny_checkpoint_dir, "float32")
+
+
+@pytest.fixture(scope="module")
+def platform():
+    """The machine facts a reference-cache key holds (measured once per test module)."""
+    from laya_opt.timing.bench import environment
+
+    return environment()
+
+
 @pytest.fixture(scope="session")
 def wide_checkpoint_dir(tmp_path_factory):
     """Two heads, a sliding window (w = 4) narrower than the sequences, two head layers."""

@@ -10,23 +10,13 @@ import pytest
 from fake_passes import LABELS, REQUESTS
 
 from laya_opt.runs import refcache
-from laya_opt.timing.bench import environment, prepared_digest
+from laya_opt.timing.bench import prepared_digest
 from laya_opt.fidelity.checker import evaluate
 from laya_opt.fidelity.metrics import compare
 from laya_opt.runs.refcache import cached_reference, entry_path, read_entry, reference_key, write_entry
 from laya_opt.core.runtime import load_runtime
 
 from conftest import write_tiny_checkpoint
-
-
-@pytest.fixture(scope="module")
-def platform():
-    return environment()
-
-
-@pytest.fixture(scope="module")
-def reference(tiny_checkpoint_dir):
-    return load_runtime(tiny_checkpoint_dir, "float32")
 
 
 def key_for(runtime, checkpoint_dir, requests, platform):

@@ -6,24 +6,13 @@ evaluating it uncached answers it; and each key component that is meant to see a
 """
 from __future__ import annotations
 
-import pytest
 from cache_pairs import other_codec, request_pairs
 from hypothesis import given, settings
 
 from laya_opt.core.runtime import load_runtime
 from laya_opt.fidelity.checker import evaluate
 from laya_opt.runs.refcache import cached_reference, reference_key, requests_digest
-from laya_opt.timing.bench import environment, prepared_digest
-
-
-@pytest.fixture(scope="module")
-def platform():
-    return environment()
-
-
-@pytest.fixture(scope="module")
-def reference(tiny_checkpoint_dir):
-    return load_runtime(tiny_checkpoint_dir, "float32")
+from laya_opt.timing.bench import prepared_digest
 
 
 def lookup(runtime, request, checkpoint_dir, platform, cache_dir):

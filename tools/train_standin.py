@@ -3,7 +3,7 @@ r"""Train the laya-tiny stand-in checkpoint on generated typed-decision data, in
     python tools/train_standin.py --out checkpoints/laya-tiny --train-records 60000 --hard-fraction 0.5 \
         --batch-size 128 --aux-weight 1.0 --noul-weight 1.0 --replace-prob 0.15 --label-smoothing 0.1 \
         --calib-suite validation --steps 1000000 --max-total-seconds 460 [--lexical-init 1.0] \
-        [--init-from CKPT] [--data-cache FILE] [--force]
+        [--init-from CKPT] [--data-cache FILE] [--force] [--resume --max-train-seconds 800]
 
 Which suite serves which purpose (no training decision may read a held-out suite):
 - --validation-suite (default `validation`, a third wording with standard and hard cases): the progress
@@ -43,6 +43,15 @@ Steps:
 6. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy, ECE
    and top-1 probability histogram, with the lexical baseline's accuracy on the same suites, into
    TRAINING.md and training_metrics.json.
+
+Training across calls (--resume): a device call has a time limit, so a run may be split. With --resume,
+a call whose --max-total-seconds ends before the schedule does saves the whole training state beside
+--out (OUT.state: weights, AdamW moments and step, the device random key, the batches trained and the
+training time) and exits 0 without a checkpoint; the same command run again continues from it, and the
+call that completes the schedule writes the checkpoint and removes the state. The schedule is then
+--steps and --max-train-seconds counted over all calls, and the batch order is a function of (seed,
+epoch), so a run split by --max-call-steps trains the same weights as one call (tested on the CPU). A
+state saved under other settings (RESUME_KEYS) is refused, naming them.
 
 On a fresh GPU machine, MLX compiles the step's fused kernels on first use (about 310 s on an H200 with
 MLX 0.32.4); it keeps them under /tmp/mlx/<version>/ptx (or MLX_PTX_CACHE_DIR), and a run that finds
@@ -359,19 +368,83 @@ def gather_batch(bank: dict, index: mx.array, replace_prob: float, replace_pool:
     }
 
 
-def batch_plan(bank_sizes: list[int], batch_size: int, rng: np.random.Generator):
+def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0):
     """(bank, row indices) of one fixed-shape batch after another, epoch after epoch: each epoch shuffles
     every bank, cuts it into full batches (a bank's ragged tail waits for the next epoch's shuffle) and
-    visits all batches in random order."""
+    visits all batches in random order. Epoch e's order depends on (seed, e) alone, so a resumed run
+    continues the same sequence by skipping the `skip` batches it has already trained on."""
+    per_epoch = sum(size // batch_size for size in bank_sizes)
+    if not per_epoch:
+        raise ValueError(f"no bank holds a full batch of {batch_size} questions")
+    epoch, position = divmod(skip, per_epoch)
     while True:
+        rng = np.random.default_rng([seed, epoch])
         plan = []
         for bank, size in enumerate(bank_sizes):
             order = rng.permutation(size).astype(np.int32)
             plan += [(bank, order[i:i + batch_size]) for i in range(0, size - batch_size + 1, batch_size)]
-        if not plan:
-            raise ValueError(f"no bank holds a full batch of {batch_size} questions")
-        for i in rng.permutation(len(plan)):
+        for i in rng.permutation(len(plan))[position:]:
             yield plan[i]
+        epoch, position = epoch + 1, 0
+
+
+# What a resumed run must share with the run that saved the state: everything that changes the data,
+# the model's shape or the schedule. (The per-call limit --max-total-seconds may differ.)
+RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
+               "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
+               "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite")
+
+
+def state_dir(out: Path) -> Path:
+    """Where an unfinished run keeps its training state (beside --out, so --out is only ever a checkpoint)."""
+    return out.with_name(out.name + ".state")
+
+
+def resume_fingerprint(args) -> dict:
+    return {key: str(getattr(args, key)) for key in RESUME_KEYS}
+
+
+def save_state(directory: Path, trainee, optimizer, fingerprint: dict, step: int, batches: int,
+               train_seconds: float, calls: int) -> None:
+    """The whole training state (weights, AdamW moments and step, the device random key, the batch count
+    and the training time so far), written beside `directory` and renamed into place."""
+    from mlx.utils import tree_flatten
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    arrays = {f"model.{k}": v for k, v in tree_flatten(trainee.parameters())}
+    arrays |= {f"optimizer.{k}": v for k, v in tree_flatten(optimizer.state)}
+    mx.save_safetensors(str(tmp / "state.safetensors"), arrays)
+    high, low = (int(x) for x in mx.random.state[0].tolist())   # the key mx.random.seed((high << 32) | low) sets
+    (tmp / "state.json").write_text(json.dumps({"fingerprint": fingerprint, "step": step, "batches": batches,
+                                                "calls": calls, "train_seconds": train_seconds,
+                                                "random_key": [high, low]}, indent=2) + "\n")
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+
+
+def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
+    """Put a saved training state back into `trainee`, `optimizer` and the device random key, in place (the
+    compiled step holds these containers); returns state.json. A state from other settings is refused."""
+    from mlx.utils import tree_flatten, tree_unflatten
+    meta = json.loads((directory / "state.json").read_text())
+    changed = {k: (meta["fingerprint"].get(k), v) for k, v in fingerprint.items() if meta["fingerprint"].get(k) != v}
+    if changed:
+        raise SystemExit(f"{directory} was saved with other settings; cannot resume: " + ", ".join(
+            f"--{k.replace('_', '-')} {old} (now {new})" for k, (old, new) in changed.items()))
+    arrays = mx.load(str(directory / "state.safetensors"))
+    model = {k[len("model."):]: v for k, v in arrays.items() if k.startswith("model.")}
+    saved = {k[len("optimizer."):]: v for k, v in arrays.items() if k.startswith("optimizer.")}
+    expected = {k for k, _ in tree_flatten(optimizer.state)}
+    if set(model) != {k for k, _ in tree_flatten(trainee.parameters())} or set(saved) != expected:
+        raise SystemExit(f"{directory}: the saved arrays do not match this model and optimizer")
+    trainee.update(tree_unflatten(list(model.items())))
+    for key, value in tree_unflatten(list(saved.items())).items():
+        optimizer.state[key] = value
+    high, low = meta["random_key"]
+    mx.random.seed((high << 32) | low)
+    mx.eval(trainee.parameters(), optimizer.state, mx.random.state)
+    return meta
 
 
 def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float) -> None:
@@ -423,7 +496,7 @@ def training_report(metrics: dict, command: str) -> str:
         f"- device: {metrics['device']}, mlx {metrics['mlx']}, Python {metrics['python']}",
         f"- training time: {metrics['train_seconds']} s ({metrics['steps']} steps of {metrics['batch_size']} "
         f"questions, {metrics.get('steps_per_second', '?')} steps/s, {metrics['train_questions']} training "
-        f"questions); total {metrics['total_seconds']} s",
+        f"questions); {metrics.get('calls', 1)} call(s), the last one {metrics['total_seconds']} s in all",
         f"- fitted temperatures [choice, score, noul]: {metrics['temperatures']}",
         f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
         f"- held-out ECE (max p, 10 bins): {before['ece']:.4f} before temperature fitting, {after['ece']:.4f} after",
@@ -556,6 +629,13 @@ def main(argv=None) -> int:
                         help="scale of identity Q/K blocks in full-attention layers at init (0: off)")
     parser.add_argument("--cache-limit-gb", type=float, default=8.0, help="MLX buffer cache limit")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    parser.add_argument("--max-call-steps", type=int, default=0,
+                        help="with --resume: end this call after this many steps (a call of known length)")
+    parser.add_argument("--resume", action="store_true",
+                        help="train across calls: continue from OUT.state when it exists, and when this call's "
+                             "--max-total-seconds ends before the schedule (--steps / --max-train-seconds, "
+                             "counted over all calls) save the state there and exit 0 without a checkpoint; "
+                             "the same command run again continues")
     parser.add_argument("--prepare-data-only", action="store_true",
                         help="write the tokenised training data to --data-cache and stop (no training)")
     parser.add_argument("--validation-suite", default="validation",
@@ -575,10 +655,13 @@ def main(argv=None) -> int:
         parser.error("--prepare-data-only needs --data-cache")
     if args.out.exists() and not args.force and not args.prepare_data_only:
         parser.error(f"{args.out} exists (use --force to replace it)")
+    if args.max_call_steps and not args.resume:
+        parser.error("--max-call-steps needs --resume (a call that ends early must save its state)")
     if args.hidden_size % 64:
         parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
 
     started = time.time()
+    fingerprint = resume_fingerprint(args)
     tokenizer_dir = project_tokenizer()
     codec = load_codec(tokenizer_dir)
     encoder_raw, agent_raw = (dict(part) for part in ARCHITECTURES["standin"])
@@ -644,7 +727,6 @@ def main(argv=None) -> int:
 
     rng = np.random.default_rng(args.seed)
     sizes = [len(b["labels"]) for b in banks]
-    plan = batch_plan(sizes, args.batch_size, rng)
     # First one step on each bank (at the warm-up's first learning rate), so that tracing and the
     # device's kernel compilation are done before the clock of --max-train-seconds starts.
     compiling = time.time()
@@ -658,23 +740,38 @@ def main(argv=None) -> int:
                 report_progress(step, recent, model, validation, codec.pad_id, time.time() - compiling)
                 recent = []
     print(f"compiled the step for {step} banks in {time.time() - compiling:.1f}s", flush=True)
+    batches, prior_seconds, calls = 0, 0.0, 1
+    saved = state_dir(args.out)
+    if args.resume and saved.exists():   # the state replaces what the compiling steps did
+        meta = load_state(saved, trainee, optimizer, fingerprint)
+        step, batches, prior_seconds, calls = meta["step"], meta["batches"], meta["train_seconds"], meta["calls"] + 1
+        recent = []
+        print(f"resumed from {saved}: step {step}, {prior_seconds:.0f}s trained in {calls - 1} call(s)", flush=True)
+    plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
+    start = batches
     train_started = time.time()
-    train_limit = args.max_train_seconds
-    if args.max_total_seconds:   # what is left of the whole run's time, less what saving and reporting take
-        left = args.max_total_seconds - args.report_seconds - (train_started - started)
-        if left <= 0:
+    # The schedule runs over --steps and --max-train-seconds (the training time of all calls together
+    # under --resume); --max-total-seconds bounds this call. Without --resume a call is the whole run,
+    # so its time limit also ends the schedule.
+    schedule_seconds, call_limit = args.max_train_seconds, 0.0
+    if args.max_total_seconds:   # what is left of this call's time, less what saving and reporting take
+        call_limit = args.max_total_seconds - args.report_seconds - (train_started - started)
+        if call_limit <= 0:
             raise SystemExit(f"--max-total-seconds {args.max_total_seconds}: no time left to train after "
                              f"{train_started - started:.0f}s of preparation")
-        train_limit = min(train_limit, left) if train_limit else left
-        print(f"training for at most {train_limit:.0f}s", flush=True)
-    progress = 0.0
-    while progress < 1.0:
+        if not args.resume:
+            schedule_seconds = min(schedule_seconds, call_limit) if schedule_seconds else call_limit
+        print(f"training for at most {call_limit:.0f}s in this call", flush=True)
+    progress, finished = 0.0, False
+    while True:
         elapsed = time.time() - train_started
         progress = step / args.steps
-        if train_limit:
-            progress = max(progress, elapsed / train_limit)
+        if schedule_seconds:
+            progress = max(progress, (prior_seconds + elapsed) / schedule_seconds)
         if progress >= 1.0:
-            stopped_early = step < args.steps
+            stopped_early, finished = step < args.steps, True
+            break
+        if (call_limit and elapsed >= call_limit) or (args.max_call_steps and batches - start >= args.max_call_steps):
             break
         optimizer.learning_rate = learning_rate(progress, args.lr, args.warmup)
         which, index = next(plan)
@@ -684,13 +781,19 @@ def main(argv=None) -> int:
         pending.append(losses)
         if len(pending) > 2:   # keep two steps queued on the device: no host round trip per step
             mx.eval(pending.pop(0))
-        step += 1
+        step, batches = step + 1, batches + 1
         if step % args.eval_every == 0:
             report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
             recent = []
+    mx.eval(state)
     if recent:
         report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
-    train_seconds = time.time() - train_started
+    train_seconds = prior_seconds + time.time() - train_started
+    if not finished:   # only under --resume: this call's time is spent before the schedule's end
+        save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls)
+        print(f"training state saved in {saved} after {step} steps and {train_seconds:.0f}s of training "
+              f"(schedule {progress:.1%} done); run the same command again to continue", flush=True)
+        return 0
 
     # The stored weights are float16; fit and report on exactly those values.
     model.update(nn.utils.tree_map(lambda w: w.astype(mx.float16).astype(mx.float32), model.parameters()))
@@ -710,6 +813,7 @@ def main(argv=None) -> int:
     if args.out.exists():
         shutil.rmtree(args.out)
     save_checkpoint(model, args.out, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
+    shutil.rmtree(saved, ignore_errors=True)   # the run is complete: its resumable state is spent
 
     # Reported on the saved files, reloaded in float32, by the fidelity checker; `uncalibrated` has T = 1.
     reloaded = load_runtime(args.out, "float32", batch_size=128)
@@ -729,7 +833,7 @@ def main(argv=None) -> int:
         "label_smoothing": args.label_smoothing, "warmup": args.warmup, "multiple": args.multiple,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
-        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
+        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1), "calls": calls,
         "temperatures": [round(t, 4) for t in temperatures],
         "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
         "validation_calibrated": validation_after, "reported": reported,

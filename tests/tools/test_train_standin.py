@@ -333,6 +333,49 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert refused.value.code == 2 and (out / "model.safetensors").exists()
 
 
+def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(tmp_path, capsys):
+    """--resume: the first call saves its state and no checkpoint, the same command continues it, and the
+    weights equal those of one uninterrupted call (same batches, learning rates, AdamW moments and random key)."""
+    from train_standin import main
+    cache, validation = tmp_path / "data.npz", _small_validation(tmp_path)
+    common = ["--data-cache", cache, "--train-records", "60", "--steps", "6", "--batch-size", "8",
+              "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
+              "--hard-fraction", "0.25", "--eval-every", "100", "--heldout-suite", "smoke", "--calib-suite", "smoke",
+              "--validation-suite", validation, "--workers", "1"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert main([str(a) for a in ["--out", whole, *common]]) == 0
+    resumable = [str(a) for a in ["--out", split, *common, "--resume", "--max-call-steps", "2"]]
+    assert main(resumable) == 0
+    state = split.with_name("split.state")
+    assert not split.exists() and json.loads((state / "state.json").read_text())["calls"] == 1
+    assert "run the same command again to continue" in capsys.readouterr().out
+    calls = 1
+    while not split.exists() and calls < 6:
+        assert main(resumable) == 0
+        calls += 1
+    assert split.exists() and not state.exists()
+    metrics = json.loads((split / "training_metrics.json").read_text())
+    whole_metrics = json.loads((whole / "training_metrics.json").read_text())
+    assert metrics["calls"] == calls >= 2 and metrics["steps"] == whole_metrics["steps"]
+    a, b = mx.load(str(whole / "model.safetensors")), mx.load(str(split / "model.safetensors"))
+    assert a.keys() == b.keys() and all(mx.array_equal(a[k], b[k]).item() for k in a)
+
+
+def test_resume_refuses_a_state_saved_with_other_settings(tmp_path, capsys):
+    from train_standin import main
+    common = ["--data-cache", tmp_path / "data.npz", "--train-records", "60", "--steps", "6", "--batch-size", "8",
+              "--hidden-size", "64", "--eval-every", "100", "--heldout-suite", "smoke", "--calib-suite", "smoke",
+              "--validation-suite", _small_validation(tmp_path), "--workers", "1", "--resume", "--max-call-steps", "1"]
+    out = tmp_path / "ck"
+    assert main([str(a) for a in ["--out", out, *common]]) == 0
+    with pytest.raises(SystemExit) as refused:
+        main([str(a) for a in ["--out", out, *common, "--lr", "0.002"]])
+    assert "--lr 0.001 (now 0.002)" in str(refused.value.code) and not out.exists()
+    with pytest.raises(SystemExit) as refused:
+        main([str(a) for a in ["--out", out, *common[:-3], "--max-call-steps", "1"]])
+    assert refused.value.code == 2 and "--max-call-steps needs --resume" in capsys.readouterr().err
+
+
 def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):
     from train_standin import main
     with pytest.raises(SystemExit) as refused:

@@ -61,8 +61,7 @@ def test_the_gathered_batch_is_what_batch_arrays_builds_and_replacement_acts_whe
 
 
 def test_the_batch_plan_visits_each_bank_in_full_batches_without_repeats():
-    rng = np.random.default_rng(0)
-    plan = batch_plan([10, 3, 25], 4, rng)
+    plan = batch_plan([10, 3, 25], 4, seed=0)
     epoch = [next(plan) for _ in range(2 + 6)]            # 10 // 4 + 3 // 4 + 25 // 4 batches per epoch
     assert all(len(rows) == 4 for _, rows in epoch)
     for bank, size in ((0, 10), (2, 25)):
@@ -70,7 +69,19 @@ def test_the_batch_plan_visits_each_bank_in_full_batches_without_repeats():
         assert len(set(seen.tolist())) == len(seen) and seen.max() < size
     assert not any(b == 1 for b, _ in epoch)
     with pytest.raises(ValueError):
-        next(batch_plan([3], 4, rng))
+        next(batch_plan([3], 4, seed=0))
+
+
+@pytest.mark.parametrize("skip", [0, 1, 7, 8, 9, 21])
+def test_a_resumed_batch_plan_continues_the_same_sequence(skip):
+    whole = batch_plan([10, 3, 25], 4, seed=3)
+    expected = [next(whole) for _ in range(skip + 12)][skip:]
+    resumed = batch_plan([10, 3, 25], 4, seed=3, skip=skip)
+    got = [next(resumed) for _ in range(12)]
+    assert [b for b, _ in got] == [b for b, _ in expected]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(got, expected))
+    other = batch_plan([10, 3, 25], 4, seed=4)
+    assert any(not np.array_equal(a, b) for (_, a), (_, b) in zip([next(other) for _ in range(8)], expected))
 
 
 def test_the_learning_rate_warms_up_then_decays_to_five_percent():

@@ -786,9 +786,9 @@ def main(argv=None) -> int:
             report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
             recent = []
     mx.eval(state)
+    train_seconds = prior_seconds + time.time() - train_started   # the progress line below is not training
     if recent:
         report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
-    train_seconds = prior_seconds + time.time() - train_started
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
         save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls)
         print(f"training state saved in {saved} after {step} steps and {train_seconds:.0f}s of training "

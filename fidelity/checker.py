@@ -65,7 +65,8 @@ class Outputs:
 
     identity: str
     questions: tuple[QuestionOutput, ...]
-    repeat: int = 1
+    repeat: int = 1                  # every request evaluated this many times
+    rerun: int = 0                   # requests of a seeded sample evaluated again (fidelity.rerun)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -77,10 +78,12 @@ class Outputs:
 
     @property
     def deterministic(self) -> bool | None:
-        """None when not measured (repeat < 2)."""
-        if self.repeat < 2:
-            return None
-        return all(question.deterministic for question in self.questions)
+        """None when not measured (repeat < 2 and nothing re-run); with a re-run sample, its questions decide."""
+        if self.repeat >= 2:
+            return all(question.deterministic for question in self.questions)
+        if self.rerun:
+            return all(question.deterministic is not False for question in self.questions)
+        return None
 
     def labelled(self) -> tuple[QuestionOutput, ...]:
         return tuple(question for question in self.questions if question.label_index is not None)

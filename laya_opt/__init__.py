@@ -57,13 +57,14 @@ def apply(runtime, pass_, /, data=None, **settings):
     return apply_pass(spec, runtime, config, data)
 
 
-def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16", gates=None, repeat: int = 2,
+def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16", gates=None, rerun: int = 128,
                  progress=None, gates_file=None):
     """Cast `reference` to `dtype` (stage 0), then apply and gate every pass on `suite` (a name or a Suite).
 
     `passes` holds config objects, PassSpecs or `laya_opt.runs.steps.Step`s; `gates` overrides the
     defaults for every stage, e.g. `{"cumulative": ["max_abs_dp <= 0.02"]}`; the defaults come from
-    `gates_file` (`standin`, the bundled calibration, when None; `spec`; or a path).
+    `gates_file` (`standin`, the bundled calibration, when None; `spec`; or a path). `rerun` requests (a seeded
+    sample) are evaluated twice per stage and compared bit for bit (fidelity.rerun).
     """
     from laya_opt.core.checkpoint import dtype_name
     from laya_opt.runs.pipeline import Pipeline
@@ -71,7 +72,7 @@ def run_pipeline(reference, passes=(), *, suite="smoke", dtype: str = "float16",
     from laya_opt.util.schema import parse
 
     pipeline = Pipeline(passes, gates=parse(GateSet, gates or {}, "gates"), candidate_dtype=dtype,
-                        reference_dtype=dtype_name(reference.dtype), repeat=repeat, gates_file=gates_file)
+                        reference_dtype=dtype_name(reference.dtype), rerun=rerun, gates_file=gates_file)
     return pipeline.run(reference, load_suite(suite) if isinstance(suite, str) else suite, progress=progress)
 
 

@@ -199,6 +199,39 @@ def fingerprint_changes(before: Mapping[str, str], after: Mapping[str, str]) -> 
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# What a pass changed
+
+
+def _same_part(before: Any, after: Any) -> bool:
+    """The same object, or an equal dtype or frozen dataclass (configs, calibration, kernel tables).
+
+    Conservative: a module, a callable or anything else counts as changed unless it is the very same object
+    (an equal-looking clone may hold other settings; a callable's behaviour cannot be compared)."""
+    if before is after:
+        return True
+    if isinstance(before, mx.Dtype):
+        return before == after
+    if dataclasses.is_dataclass(before) and not isinstance(before, type) and type(before) is type(after) \
+            and type(before).__dataclass_params__.frozen:
+        try:
+            return bool(before == after)
+        except Exception:  # a field whose == is not a truth value (an array): unknown, so changed
+            return False
+    return False
+
+
+def changed_parts(before: Runtime, after: Runtime) -> frozenset[str]:
+    """The Runtime fields that decide outputs and differ between `before` and `after`; empty: the same answers.
+
+    Every field counts except the bookkeeping apply_pass writes (identity, applied, info, kernel_owners), so a
+    field added to Runtime later is compared too. The pipeline reuses the outputs of a stage whose pass
+    changed nothing here, and re-runs a sample to check them (laya_opt.runs.reuse).
+    """
+    return frozenset(f.name for f in dataclasses.fields(Runtime) if f.name not in BOOKKEEPING
+                     and not _same_part(getattr(before, f.name), getattr(after, f.name)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Applying a pass
 
 

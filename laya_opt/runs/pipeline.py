@@ -1,5 +1,9 @@
 """Ordered passes, each gated twice by the fidelity checker: vs the previous accepted stage and vs the reference.
 
+Each stage is evaluated once on the suite, and a seeded sample of `rerun` requests is evaluated again and compared
+bit for bit (`fidelity.rerun`: the `deterministic` gate). A stage whose pass changed none of the parts its answers
+depend on reuses its parent's outputs after that sample came out identical (`runs.reuse`).
+
 Stage 0 (`baseline`) is a step like the others: the `cast_dtype` pass turns the reference into the
 candidate dtype. A failed gate either rejects the pass (the next pass starts from its parent) or
 stops the run; a pass that raises or breaks its contract ends the run with `PipelineError`.
@@ -20,19 +24,21 @@ from laya_opt.core.checkpoint import dtype_name
 from laya_opt.util.errors import InputError, PassError
 from laya_opt.fidelity.capture_probe import capture_drift
 from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate, requests_from_suite
+from laya_opt.fidelity.rerun import DEFAULT_RERUN, check_rerun, rerun_check, rerun_count, with_rerun
 from laya_opt.fidelity.decisions import compare
 from laya_opt.fidelity.gates import Gate, GateResult, GatesFile, check_gates, load_gates_file
 from laya_opt.fidelity.kernel_probe import kernel_rounding_error
 from laya_opt.fidelity.metrics import FidelityReport
 from laya_opt.suites.workloads import named_requests
-from laya_opt.passes.contract import PassSpec, apply_pass, check_order, fingerprint_changes, runtime_fingerprint
+from laya_opt.passes.contract import (PassSpec, apply_pass, changed_parts, check_order, fingerprint_changes,
+                                     runtime_fingerprint)
 from laya_opt.util.progress import Track, silent
 from laya_opt.core.runtime import Runtime
+from laya_opt.runs.reuse import EvalPath, can_reuse, mismatch_message
 from laya_opt.runs.steps import GateSet, OnFail, Step, as_step, baseline_step, keeps_exact_chain, stage_gates
 from laya_opt.util.schema import to_plain
 
 Verdict = Literal["accepted", "rejected", "stopped", "error"]
-EVALUATION_REPEAT = 2  # every candidate evaluation runs twice so the `deterministic` metric is measured
 # resolve_data(kind, name) -> the data a pass needs (kind "requests": (state, questions) pairs)
 DataResolver = Callable[[str, str], Any]
 
@@ -79,6 +85,7 @@ class StageResult:
     applied: tuple[str, ...] = ()
     identity: str = ""
     error: str | None = None
+    eval_path: EvalPath | None = None            # evaluated or reused, and the re-run sample (None: not evaluated)
     runtime: Runtime | None = field(default=None, compare=False, repr=False)  # kept for accepted stages only
 
     def __post_init__(self):
@@ -116,6 +123,7 @@ class PipelineResult:
     reference_outputs: Outputs | None = field(compare=False, repr=False)
     final_runtime: Runtime | None = field(compare=False, repr=False)
     planned: tuple[str, ...] = ()                # every stage name in the plan, including those never reached
+    rerun: int | None = None                     # the pipeline's re-run sample size (None: not recorded)
 
     @property
     def gates_failed(self) -> bool:
@@ -182,21 +190,24 @@ def evaluate_reference(reference: Runtime, requests: Sequence[EvalRequest], trac
 class Pipeline:
     steps: tuple[Step, ...]          # baseline first
     gates: GateSet = GateSet()
-    repeat: int = EVALUATION_REPEAT
+    rerun: int = DEFAULT_RERUN       # requests of a seeded sample evaluated twice per stage (fidelity.rerun)
     resolve_data: DataResolver = default_resolver
     gates_file: GatesFile | None = None   # where the default gates come from
 
     def __init__(self, steps: Sequence[Any] = (), gates: GateSet = GateSet(), candidate_dtype: str = "float16",
-                 reference_dtype: str = "float32", repeat: int = EVALUATION_REPEAT,
+                 reference_dtype: str = "float32", rerun: int = DEFAULT_RERUN,
                  resolve_data: DataResolver = default_resolver, gates_file: GatesFile | str | None = None):
-        """`gates_file`: a GatesFile, `standin` (None: the bundled calibration), `spec` or a path."""
+        """`gates_file`: a GatesFile, `standin` (None: the bundled calibration), `spec` or a path; `rerun`: how many
+        requests (a seeded sample) each stage evaluates a second time, compared bit for bit (0: none, so the
+        `deterministic` gate fails and no stage's outputs are reused)."""
+        check_rerun(rerun)
         steps = tuple(as_step(item) for item in steps)
         if not steps or steps[0].spec.name != "cast_dtype":
             steps = (baseline_step(candidate_dtype, reference_dtype),) + steps
         check_order([step.spec for step in steps])  # refuse an illegal plan before anything runs
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "gates", gates)
-        object.__setattr__(self, "repeat", repeat)
+        object.__setattr__(self, "rerun", rerun)
         object.__setattr__(self, "resolve_data", resolve_data)
         object.__setattr__(self, "gates_file", load_gates_file(gates_file))
 
@@ -239,16 +250,27 @@ class Pipeline:
             say(f"stage {index}: applying {step.name}")
             child, probes, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs,
                                                  planned, requests)
-            say(f"stage {index}: evaluating {step.name}")
+            changed = changed_parts(current, child)
+            reuse = can_reuse(changed, self.rerun)
+            say(f"stage {index}: {'re-running a sample of' if reuse else 'evaluating'} {step.name}")
             started = time.perf_counter()
             try:
-                with track(f"stage {index} {step.name}", len(requests)) as advance:
-                    outputs = evaluate(child, requests, repeat=self.repeat, advance=advance)
+                outputs, path = self._evaluate(child, requests, current_outputs, current_index, changed, reuse,
+                                               f"stage {index} {step.name}", track)
             except Exception as exc:  # e.g. a kernel that fails on this device: the stage fails, the run goes on
                 stages.append(self._failed_evaluation(step, index, current_index, exc, time.perf_counter() - started))
                 if step.on_fail == "stop" or index == 0:
                     break
                 continue
+            if reuse and not path.rerun.identical:  # the change set missed something: never gate on such outputs
+                message = mismatch_message(index, step.name, current_index, path.rerun)
+                stages.append(StageResult(
+                    index=index, name=step.name, config=to_plain(step.config), exact=step.is_exact,
+                    on_fail=step.on_fail, verdict="error", incremental=None, cumulative=None, incremental_gates=(),
+                    cumulative_gates=(), report=dict(child.info.get(step.spec.name, {})), apply_s=apply_s,
+                    evaluate_s=time.perf_counter() - started, parent=current_index, applied=child.applied,
+                    identity=child.identity, error=message, eval_path=path))
+                raise PipelineError(message, PipelineResult(tuple(stages), reference_outputs, None, planned))
             cumulative = compare(reference_outputs, outputs)
             incremental = cumulative if current is reference else compare(current_outputs, outputs)
             if probes:
@@ -265,9 +287,9 @@ class Pipeline:
                 incremental_gates=incremental_gates, cumulative_gates=cumulative_gates,
                 report=dict(child.info.get(step.spec.name, {})), apply_s=apply_s,
                 evaluate_s=time.perf_counter() - started, parent=current_index, applied=child.applied,
-                identity=child.identity, runtime=child if ok else None))
+                identity=child.identity, eval_path=path, runtime=child if ok else None))
             say(f"stage {index} {step.name}: {verdict} in {apply_s + stages[-1].evaluate_s:.1f} s "
-                f"(apply {apply_s:.1f} s, evaluate {stages[-1].evaluate_s:.1f} s)")
+                f"(apply {apply_s:.1f} s, evaluate {stages[-1].evaluate_s:.1f} s: {path.describe()})")
             if ok:
                 current, current_outputs, current_index = child, outputs, index
                 chain = chain and keeps_exact_chain(step)
@@ -280,7 +302,23 @@ class Pipeline:
                                 partial)
         final = current if current is not reference else None
         return PipelineResult(stages=tuple(stages), reference_outputs=reference_outputs, final_runtime=final,
-                              planned=planned)
+                              planned=planned, rerun=self.rerun)
+
+    def _evaluate(self, child: Runtime, requests: tuple[EvalRequest, ...], parent_outputs: Outputs,
+                  parent_index: int | None, changed: frozenset[str], reuse: bool, label: str, track: Track
+                  ) -> tuple[Outputs, EvalPath]:
+        """The stage's outputs and how they were obtained: the parent's, checked on the re-run sample (`reuse`),
+        or every request evaluated once and the sample a second time."""
+        sample = rerun_count(len(requests), self.rerun)
+        with track(label, sample + (0 if reuse else len(requests))) as advance:
+            if reuse:
+                check = rerun_check(child, requests, parent_outputs, self.rerun, advance=advance)
+                return (with_rerun(parent_outputs, check, child.identity),
+                        EvalPath("reused", source=parent_index, rerun=check))
+            outputs = evaluate(child, requests, advance=advance)
+            check = rerun_check(child, requests, outputs, self.rerun, advance=advance) if sample else None
+            return (outputs if check is None else with_rerun(outputs, check),
+                    EvalPath("evaluated", changed=tuple(sorted(changed)), rerun=check))
 
     @staticmethod
     def _failed_evaluation(step: Step, index: int, parent_index: int | None, exc: Exception,

@@ -179,7 +179,7 @@ def _question_from_plain(row: dict) -> QuestionOutput:
 
 
 def outputs_to_bytes(outputs: Outputs) -> bytes:
-    plain = {"identity": outputs.identity, "repeat": outputs.repeat,
+    plain = {"identity": outputs.identity, "repeat": outputs.repeat, "rerun": outputs.rerun,
              "questions": [_question_to_plain(q) for q in outputs.questions]}
     # mtime=0: the same outputs give the same bytes
     return gzip.compress(json.dumps(plain, ensure_ascii=False).encode("utf-8"), mtime=0)
@@ -187,7 +187,7 @@ def outputs_to_bytes(outputs: Outputs) -> bytes:
 
 def outputs_from_bytes(payload: bytes) -> Outputs:
     plain = json.loads(gzip.decompress(payload).decode("utf-8"))
-    return Outputs(identity=plain["identity"], repeat=plain["repeat"],
+    return Outputs(identity=plain["identity"], repeat=plain["repeat"], rerun=plain.get("rerun", 0),
                    questions=tuple(_question_from_plain(row) for row in plain["questions"]))
 
 

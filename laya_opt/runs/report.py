@@ -115,6 +115,7 @@ def stage_record(stage: StageResult, bench: BenchResult | None, allow_failed_gat
         "worst": worst_questions(stage), "parent": stage.parent, "applied": stage.applied,
         "identity": stage.identity, "apply_s": stage.apply_s, "evaluate_s": stage.evaluate_s,
         "report": stage.report, "error": stage.error, "timings": timings,
+        "eval_path": None if stage.eval_path is None else stage.eval_path.to_json(),
     })
 
 
@@ -299,6 +300,23 @@ def _best_rejected_section(records: Sequence[Mapping]) -> list[str]:
             "Every stage's numbers are in the tables below and in stages.jsonl.", ""]
 
 
+def _evaluation_section(manifest: Mapping, records: Sequence[Mapping]) -> list[str]:
+    """How each stage's outputs were obtained: evaluated, or reused from its parent after a sample re-run."""
+    paths = [(r, r.get("eval_path")) for r in records]
+    if not any(path for _, path in paths):  # results written before evaluation paths were recorded
+        return []
+    rerun = (manifest.get("evaluation") or {}).get("rerun")
+    lines = ["## Evaluation", "",
+             "Each stage is evaluated once on the suite"
+             + (f"; a seeded sample of {rerun} requests is evaluated again and compared bit for bit (the "
+                "`deterministic` gate)" if rerun else "")
+             + ". A stage whose pass changed no output-determining part reuses its parent's outputs once that "
+               "sample re-runs identical.", ""]
+    lines += [f"- stage {r['index']} {r['stage']}: {path['summary'] if path else 'not evaluated'}"
+              for r, path in paths]
+    return lines + [""]
+
+
 def _measured(gate_row: Mapping) -> str:
     return NO_VALUE if gate_row["measured"] is None else f"{_number(gate_row['measured']):.6g}"
 
@@ -339,7 +357,7 @@ def render_report(manifest: Mapping, records: Sequence[Mapping], timings: Mappin
     lines += [STAGE_TABLE_HEADING, "", stage_table(rows, workloads), "",
               "argmax agree, max Δp cum and accuracy compare each stage with the "
               f"{resolved['reference_dtype']} reference; max Δp inc with the previous accepted stage.", ""]
-    lines += decision_section(records)
+    lines += decision_section(records) + _evaluation_section(manifest, records)
     gate_cells = [[f"{r['index']} {r['stage']}", g["comparison"], g["gate"], _measured(g),
                    NO_VALUE if g.get("noise_floor") is None else f"{_number(g['noise_floor']):.3g}", g["status"]]
                   for r in records for g in r["gates"]]

@@ -33,6 +33,7 @@ from laya_opt.util.console import print_table
 from laya_opt.util.errors import ExperimentError, InputError
 from laya_opt.runs.experiment import Experiment, check_export_free
 from laya_opt.runs.export import export_stage
+from laya_opt.fidelity.rerun import RERUN_SEED
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.suites.workloads import build_workload
 from laya_opt.runs.history import append_run
@@ -193,6 +194,11 @@ def build_manifest(experiment: Experiment, inputs: RunInputs, reference: Runtime
         "seeds": {"mlx": seed, "bootstrap": seed if inputs.bench_config else None},
         "allow_failed_gates": allow_failed_gates, "gates_failed": result.gates_failed,
         "planned_passes": list(result.planned), "export": facts.export,
+        # How each stage's outputs were obtained (laya_opt.runs.reuse) and the re-run sample (fidelity.rerun).
+        "evaluation": {"rerun": result.rerun, "rerun_seed": RERUN_SEED,
+                       "stages": [{"index": stage.index, "stage": stage.name,
+                                   "eval_path": None if stage.eval_path is None else stage.eval_path.describe()}
+                                  for stage in result.stages]},
     }
 
 

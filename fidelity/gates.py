@@ -59,7 +59,7 @@ OPS = (">=", "<=", "==")
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 COMPARISONS = ("incremental", "cumulative")
 _GATE_TEXT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|==)\s*(\S+)\s*$")
-_MISSING_HINTS = {"deterministic": "evaluate the candidate with repeat >= 2"}
+_MISSING_HINTS = {"deterministic": "re-run a sample of the candidate's requests (rerun >= 1)"}
 
 
 @dataclass(frozen=True)
@@ -297,7 +297,7 @@ MCNEMAR_LEVEL = 0.05    # a loss of right answers significant at 5% (fidelity.de
 
 
 def common_gates(comparison: str) -> tuple[Gate, ...]:
-    """Gates of every stage: finite, token identity, determinism (incremental: the candidate runs twice)."""
+    """Gates of every stage: finite, token identity, determinism (incremental: a sample of the candidate re-run)."""
     finite = Gate("finite", "==", 1.0, derivation="a NaN answer is never a speed-up")
     tokens = Gate("token_identity", "==", 1.0, derivation="§12.12.5: no pass may change what reaches the model")
     if comparison == "cumulative":

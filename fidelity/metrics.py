@@ -308,7 +308,7 @@ def compare(reference: Outputs, candidate: Outputs) -> FidelityReport:
     comparisons = tuple(compare_question(a, b) for a, b in zip(reference.questions, candidate.questions))
     metrics = drift_metrics(comparisons)
     metrics["finite"] = 1.0 if reference.finite and candidate.finite else 0.0
-    if candidate.deterministic is not None:  # absent (so a gate on it fails) unless measured with repeat >= 2
+    if candidate.deterministic is not None:  # absent (a gate on it fails) unless measured: repeat >= 2 or a rerun
         metrics["deterministic"] = 1.0 if candidate.deterministic else 0.0
     metrics["labelled"] = float(len(reference.labelled()))
     metrics.update(label_metrics(reference, candidate))

@@ -214,9 +214,12 @@ def _same_part(before: Any, after: Any) -> bool:
     if dataclasses.is_dataclass(before) and not isinstance(before, type) and type(before) is type(after) \
             and type(before).__dataclass_params__.frozen:
         try:
-            return bool(before == after)
+            equal = bool(before == after)
         except Exception:  # a field whose == is not a truth value (an array): unknown, so changed
             return False
+        # Fields left out of == (a config's raw mapping) are unknown unless they are the same objects.
+        return equal and all(getattr(before, f.name) is getattr(after, f.name)
+                             for f in dataclasses.fields(before) if not f.compare)
     return False
 
 

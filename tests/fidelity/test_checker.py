@@ -213,7 +213,7 @@ def test_determinism_unmeasured_with_one_run_fails_the_gate(runtime, reference):
     assert "deterministic" not in report.metrics
     result = next(r for r in check_gates(report.metrics, default_gates(True, "float32", "incremental"))
                   if r.gate.metric == "deterministic")
-    assert not result.passed and "repeat >= 2" in result.message
+    assert not result.passed and "rerun >= 1" in result.message
 
 
 # ---------------------------------------------------------------------------------------------------------------------

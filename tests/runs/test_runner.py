@@ -234,8 +234,9 @@ def test_the_pipeline_tracks_every_evaluation_one_step_per_request(tiny_checkpoi
         yield steps.append
         seen.append((description, total, sum(steps)))
 
-    Pipeline([NOTE, (NOISY, {}, "reject")], candidate_dtype="float32").run(
+    Pipeline([NOTE, (NOISY, {}, "reject")], candidate_dtype="float32", rerun=3).run(
         load_runtime(tiny_checkpoint_dir), REQUESTS, track=track)
     count = len(REQUESTS)
-    assert seen == [("reference", count, count), ("stage 0 baseline", count, count), ("stage 1 note", count, count),
-                    ("stage 2 noisy_scorer", count, count)]
+    # Reused stages (the float32 cast, the no-op note) run the re-run sample only; an evaluated one, all plus it.
+    assert seen == [("reference", count, count), ("stage 0 baseline", 3, 3), ("stage 1 note", 3, 3),
+                    ("stage 2 noisy_scorer", count + 3, count + 3)]

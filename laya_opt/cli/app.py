@@ -16,6 +16,7 @@ from laya_opt.cli import doctor as cli_doctor
 from laya_opt.cli import history as cli_history
 from laya_opt.cli import listings as cli_listings
 from laya_opt.cli import run as cli_run
+from laya_opt.cli import sweep as cli_sweep
 from laya_opt.util.version import VERSION as __version__
 from laya_opt.core.checkpoint import DTYPES, MAX_SEED
 from laya_opt.cli.contract import ContractGroup
@@ -217,7 +218,7 @@ def sensitivity(checkpoint, suite, bits, group_size, mode, unit, dtype, as_json)
 
 for command in (cli_run.run, cli_run.explain, cli_bench.bench, cli_bench.plot, cli_doctor.doctor,
                 cli_history.history, cli_diff.diff, cli_calibrate.calibrate_gates, cli_bisect.bisect,
-                cli_listings.passes, cli_listings.experiments, cli_listings.suites):
+                cli_listings.passes, cli_listings.experiments, cli_listings.suites, cli_sweep.sweep):
     main.add_command(command)
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ key component is the same:
 The file name is the SHA-256 of those components, and the entry repeats them: a read checks them, the
 payload's length and its SHA-256, so a truncated, corrupted or foreign entry is recomputed and replaced,
 never reused. Entries are written to a temporary file and renamed into place. The cache holds at most
-`LAYA_OPT_CACHE_MAX_MB` (512 by default): after a store, the least recently used entries go (a hit
+`LAYA_OPT_CACHE_MAX_MB` (512 by default). A lookup holds a per-entry file lock from the read to the
+store, so concurrent runs with one key compute it once: after a store, the least recently used entries go (a hit
 marks its entry used), never the one just written.
 """
 from __future__ import annotations
 
 import ast
+import fcntl
 import gzip
 import hashlib
 import importlib.util
@@ -30,11 +32,11 @@ import math
 import os
 import tempfile
 import time
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -318,6 +320,30 @@ def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache
         return CacheResult(outputs, "off", None, None, time.perf_counter() - started)
     limit = max_cache_bytes()  # a bad limit is refused before anything is computed
     path = entry_path(Path(cache_dir) if cache_dir is not None else user_cache_dir(), key)
+    with entry_lock(path):
+        return _lookup_or_compute(path, key, compute, limit)
+
+
+@contextmanager
+def entry_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock per entry (`<entry>.lock`, flock): concurrent runs with one key (sweep trials, Ray
+    workers) wait for the first to compute and store the entry, then read it, so the reference is evaluated
+    once. A lock that cannot be taken (read-only cache) costs nothing but the sharing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_suffix(".lock"), "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lookup_or_compute(path: Path, key: CacheKey, compute: Callable[[], Outputs], limit: int) -> CacheResult:
     problem = ""
     if path.is_file():
         started = time.perf_counter()

@@ -239,3 +239,28 @@ def test_a_bad_cache_limit_is_refused_before_anything_is_computed(value, referen
                        match=f"LAYA_OPT_CACHE_MAX_MB must be a positive number of megabytes, got '{value}'"):
         cached_reference(key_for(reference, tiny_checkpoint_dir, REQUESTS[:1], platform), counter, tmp_path)
     assert counter.calls == 0
+
+
+def test_concurrent_lookups_of_one_key_compute_it_once(reference, tiny_checkpoint_dir, platform, tmp_path):
+    """Sweep trials (or Ray workers) asking for one entry at once: the per-entry lock makes the others wait and hit."""
+    import threading
+    import time
+
+    key = key_for(reference, tiny_checkpoint_dir, REQUESTS, platform)
+    outputs = evaluate(reference, REQUESTS)
+    calls = []
+
+    def slow_compute():
+        calls.append(1)
+        time.sleep(0.3)  # the others arrive while this one computes
+        return outputs
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cached_reference(key, slow_compute, tmp_path)))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1
+    assert sorted(result.status for result in results) == ["computed", "hit", "hit"]

@@ -1,0 +1,80 @@
+"""`laya-opt sweep SWEEP.yaml`: search pass settings and orders for the fastest stack that passes the gates."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from laya_opt.util.console import output_console
+
+
+def progress_line(rows, sweep, elapsed_s: float) -> str:
+    from laya_opt.runs.frontier import best_trial
+
+    done = [row for row in rows if row["state"] in ("COMPLETE", "PRUNED")]
+    passed = sum(bool(row["passed"]) for row in rows)
+    best = best_trial(rows)
+    total = f"/{sweep.max_trials}" if sweep.max_trials else ""
+    left = "" if sweep.minutes is None else f", {max(0.0, sweep.minutes * 60 - elapsed_s) / 60:.1f} min left"
+    best_text = "none passed yet" if best is None else (
+        f"best trial {best['number']}: speed-up {best['speedup']:.3f}, {best['decision_changes']:.0f} changes")
+    last = rows[-1] if rows else None
+    last_text = "" if last is None else f"trial {last['number']} " + (
+        "pruned" if last["state"] == "PRUNED" else "pass" if last["passed"] else "FAIL")
+    return f"[bold]{len(done)}{total}[/] trials ({passed} passed{left}); {last_text}; {best_text}"
+
+
+@click.command("sweep")
+@click.argument("sweep_file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--resume", is_flag=True, help="Continue the study in the sweep's results directory (after a kill).")
+@click.option("--report", "report_only", is_flag=True,
+              help="Only (re)write frontier.md/.json/.png and best.yaml from the study as it is.")
+@click.option("--backend", type=click.Choice(["optuna", "ray"]), default="optuna", show_default=True,
+              help="optuna: trials one at a time in this process; ray: trials in parallel under Ray Tune "
+                   "(pip install 'laya-opt[ray]').")
+@click.option("--ray-address", default=None, help="With --backend ray: the cluster to join (default: a local one).")
+@click.option("--quiet", is_flag=True, help="No progress lines; the summary is still printed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome (best trial, front, counts) as JSON.")
+def sweep(sweep_file: str, resume: bool, report_only: bool, backend: str, ray_address: str | None, quiet: bool,
+          as_json: bool) -> None:
+    """Run SWEEP_FILE: an Optuna study over the pass settings (and orders) of a base experiment.
+
+    Every trial is a normal gated run of the base experiment (the code path of `laya-opt run`), published
+    whole under <output_dir>/<name>/trials/; trials share the reference cache. Illegal settings are pruned
+    before any weight loads. A trial whose gates fail is recorded but is never the best. The study is an
+    Optuna journal file (<output_dir>/<name>/study.journal): a killed sweep continues with --resume. At the
+    end (and with --report) frontier.md, frontier.json and frontier.png hold the Pareto front of speed-up
+    against decision changes among passing trials and a table of every trial with its verdict, and
+    best.yaml is a runnable experiment reproducing the best passing trial. Budget: the file's
+    `budget: {trials, minutes}`; minutes count per invocation. docs/sweeps.md describes the file.
+    """
+    from laya_opt.runs.sweep import check_backend, outcome_json, report, run_sweep
+    from laya_opt.runs.sweep_file import load_sweep
+
+    check_backend(backend)
+    plan = load_sweep(sweep_file)
+    console = output_console()
+    quiet = quiet or as_json
+    say = (lambda message: None) if quiet else (lambda message: console.print(f"[dim]· {message}[/]",
+                                                                            highlight=False, soft_wrap=True))
+    on_trial = None if quiet else (lambda rows, plan, elapsed: console.print(progress_line(rows, plan, elapsed),
+                                                                            highlight=False))
+    if report_only:
+        outcome = report(plan)
+    elif backend == "ray":
+        from laya_opt.runs.sweep_ray import run_sweep_ray
+
+        outcome = run_sweep_ray(plan, resume=resume, address=ray_address, say=say)
+    else:
+        outcome = run_sweep(plan, resume=resume, say=say, on_trial=on_trial)
+    if as_json:
+        click.echo(json.dumps(outcome_json(outcome), indent=2))
+        return
+    counts = outcome.frontier["counts"]
+    console.print(f"{counts['trials']} trials: {counts['complete']} run, {counts['passed']} passed, "
+                  f"{counts['pruned']} pruned; front: {outcome.frontier['front'] or 'empty'}", highlight=False)
+    if outcome.best_yaml is not None:
+        console.print(f"[green]best: trial {outcome.frontier['best']}[/] -> {outcome.best_yaml}", highlight=False)
+    else:
+        console.print(f"[red]no trial passed[/]; closest: {outcome.frontier['closest_failing']}", highlight=False)
+    console.print(f"frontier: {outcome.results_dir / 'frontier.md'}", highlight=False)

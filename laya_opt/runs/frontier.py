@@ -7,11 +7,11 @@ accuracy_delta, max_abs_dp, failed_gates, run_dir, note. A failing trial is on n
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from laya_opt.util.markdown import markdown_table
+from laya_opt.util.staging import replace_file
 
 FRONTIER_JSON, FRONTIER_MD, FRONTIER_PNG = "frontier.json", "frontier.md", "frontier.png"
 CLOSEST = 3
@@ -137,18 +137,15 @@ def draw(rows: Sequence[Mapping], path: Path, title: str) -> bool:
     return True
 
 
-def write_atomic(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
-
-
 def write_frontier(directory: Path, sweep_name: str, rows: Sequence[Mapping], meta: Mapping) -> dict:
     """frontier.json, frontier.md and (with matplotlib) frontier.png; each file replaced whole."""
     data = frontier_data(sweep_name, rows, meta)
-    write_atomic(directory / FRONTIER_JSON, json.dumps(data, indent=2, ensure_ascii=False))
-    write_atomic(directory / FRONTIER_MD, render_markdown(data))
-    staging = directory / f".{FRONTIER_PNG}.tmp-{os.getpid()}.png"
-    if draw(rows, staging, f"sweep {sweep_name}"):
-        os.replace(staging, directory / FRONTIER_PNG)
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    replace_file(directory / FRONTIER_JSON, lambda partial: partial.write_text(text, encoding="utf-8"))
+    markdown = render_markdown(data)
+    replace_file(directory / FRONTIER_MD, lambda partial: partial.write_text(markdown, encoding="utf-8"))
+    from laya_opt.runs.plots import available
+
+    if available():   # without matplotlib an earlier picture stays as it was
+        replace_file(directory / FRONTIER_PNG, lambda partial: draw(rows, partial, f"sweep {sweep_name}"))
     return data

@@ -25,9 +25,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 
-from laya_opt.runs.frontier import best_trial, write_atomic, write_frontier
+from laya_opt.runs.frontier import best_trial, write_frontier
 from laya_opt.runs.sweep_file import ORDER, Param, Sweep, base_document
 from laya_opt.util.errors import ExperimentError, InputError
+from laya_opt.util.staging import replace_file
 
 JOURNAL, LOCK, TRIALS, BEST_YAML = "study.journal", ".sweep.lock", "trials", "best.yaml"
 
@@ -243,7 +244,8 @@ def write_best(sweep: Sweep, best: Mapping | None) -> Path | None:
     header = (f"# The best passing trial of sweep {sweep.name} (trial {best['number']}: speed-up "
               f"{best['speedup']:.3f} on {sweep.speedup.workload} {sweep.speedup.mode}, "
               f"{best['decision_changes']:.0f} decision changes).\n# Reproduce: laya-opt run {path}\n")
-    write_atomic(path, header + yaml.safe_dump(document, sort_keys=False))
+    text = header + yaml.safe_dump(document, sort_keys=False)
+    replace_file(path, lambda partial: partial.write_text(text, encoding="utf-8"))
     return path
 
 

@@ -102,3 +102,14 @@ def publish(staging: Path, target: Path) -> None:
     """Rename a finished staging dir to `target`; the rename fails rather than replace a non-empty directory."""
     os.rename(staging, target)
     (target / OWNER).unlink()
+
+
+def replace_file(path: Path, write) -> None:
+    """Write a single file through a hidden partial beside it, renamed over `path` once `write(partial)` returned:
+    readers see the old file or the whole new one, and a failed write leaves no partial behind."""
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}{path.suffix}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from laya_opt.cli.run import candidate_dtype_option, checkpoint_option, load_for_run, suite_option
+from laya_opt.cli.run import candidate_dtype_option, checkpoint_option, load_for_run, rerun_option, suite_option
 from laya_opt.util.console import output_console, progress_printer
 
 FOUND_NOTHING = 3   # a gate fails and no verified exclusion list makes the stack pass (as `run` exits 3)
@@ -17,11 +17,12 @@ FOUND_NOTHING = 3   # a gate fails and no verified exclusion list makes the stac
 @checkpoint_option
 @candidate_dtype_option
 @suite_option
+@rerun_option
 @click.option("--unit", type=click.Choice(["layer", "linear"]), default="layer", show_default=True,
               help="Rank (and exclude) whole encoder layers, or single Linears.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bisect(experiment_file: str, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...],
-           unit: str, as_json: bool) -> None:
+           rerun: int | None, unit: str, as_json: bool) -> None:
     """Find why EXPERIMENT_FILE fails its gates: the first pass whose addition fails, then, for a pass that
     changes parameters (quantize_encoder), the encoder layers ranked by the argmax flips and max |dp| each
     one causes alone, and the fewest top-ranked layers whose exclusion makes the stack pass, verified by
@@ -29,7 +30,7 @@ def bisect(experiment_file: str, checkpoint: str | None, candidate_dtype: str | 
     """
     from laya_opt.runs.bisect import as_json as bisect_json, bisect_experiment, print_bisect
 
-    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint)
+    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint, rerun)
     console = output_console()
     say = progress_printer(console, as_json)
     outcome = bisect_experiment(experiment, unit=unit, say=say)

@@ -19,8 +19,8 @@ from laya_opt.util.console import output_console, progress_printer
 
 
 def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tuple[str, ...],
-                 checkpoint: str | None = None):
-    """The experiment with the --checkpoint, --candidate-dtype and --suite overrides of `run` (`bisect`,
+                 checkpoint: str | None = None, rerun: int | None = None):
+    """The experiment with the --checkpoint, --candidate-dtype, --suite and --rerun overrides of `run` (`bisect`,
     `explain`) applied; the options are kept (`command_options`) so that the next steps a run prints repeat them.
 
     The checkpoint is checked later, where the YAML key's is (`runner.load_inputs`), and named `--checkpoint`."""
@@ -40,6 +40,9 @@ def load_for_run(experiment_file: str, candidate_dtype: str | None, suites: tupl
         experiment = dataclasses.replace(experiment, suites=tuple(suite_path(name, f"--suite {name}")
                                                                   for name in suites))
         options += [item for name in suites for item in ("--suite", name)]
+    if rerun is not None:
+        experiment = dataclasses.replace(experiment, rerun=rerun)
+        options += ["--rerun", str(rerun)]
     return dataclasses.replace(experiment, command_options=tuple(options))
 
 
@@ -51,6 +54,11 @@ checkpoint_option = click.option(
     "--checkpoint", default=None,
     help="Use this checkpoint instead of the experiment's `checkpoint:` (a directory, or `standin` for the bundled "
          "one); checked like the YAML key, before any weight is read.")
+rerun_option = click.option(
+    "--rerun", type=click.IntRange(min=0), default=None,
+    help="Requests evaluated a second time per stage and compared bit for bit for the `deterministic` gate "
+         "(overrides the experiment's `rerun:`, 128 by default). 0 re-runs none and evaluates every stage; the "
+         "default `deterministic` gate then fails as unmeasured, so use 0 only with gates that drop it.")
 suite_option = click.option(
     "--suite", "suites", multiple=True,
     help="Gate on this suite instead of the experiment's suites (repeatable; a bundled suite name "
@@ -62,20 +70,21 @@ suite_option = click.option(
 @checkpoint_option
 @candidate_dtype_option
 @suite_option
+@rerun_option
 def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str | None,
-            suites: tuple[str, ...]) -> None:
+            suites: tuple[str, ...], rerun: int | None) -> None:
     """Check EXPERIMENT_FILE like `run`, without loading weights, and print its plan.
 
     The checks are those `run` makes before it reads a weight: the checkpoint's files, the suites, the
     output directory, and every pass's settings against the checkpoint (selectors, group widths, a
     quantized checkpoint). The plan lists stages, contracts, gates and workloads, then which pass owns
-    each kernel field after each stage. --checkpoint, --candidate-dtype and --suite override the file as
-    they do for `run`."""
+    each kernel field after each stage. --checkpoint, --candidate-dtype, --suite and --rerun override the
+    file as they do for `run`."""
     from laya_opt.passes.contract import kernel_ownership_lines
     from laya_opt.runs.experiment import explain as render_plan
     from laya_opt.runs.runner import preflight
 
-    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint)
+    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint, rerun)
     preflight(experiment)
     click.echo(render_plan(experiment))
     click.echo("\n".join(["", *kernel_ownership_lines([step.spec for step in experiment.pipeline().steps])]))
@@ -93,6 +102,7 @@ def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str |
 @checkpoint_option
 @candidate_dtype_option
 @suite_option
+@rerun_option
 @click.option("--quiet", is_flag=True, help="No progress lines or bars; the stage table is still printed.")
 @click.option("--no-cache", is_flag=True,
               help="Evaluate the reference even if the reference cache holds its outputs (the cache is keyed by "
@@ -106,8 +116,9 @@ def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str |
 @click.option("--bisect", "then_bisect", is_flag=True,
               help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
-        no_bench: bool, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...], quiet: bool,
-        no_cache: bool, export_stage: str | None, export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
+        no_bench: bool, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...],
+        rerun: int | None, quiet: bool, no_cache: bool, export_stage: str | None, export_dir: str | None,
+        as_json: bool, then_bisect: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
 
     The reference outputs come from the reference cache when nothing they depend on changed (the console
@@ -115,14 +126,15 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     (`laya-opt history`). A run whose every candidate fails is still written, naming the stage closest
     to passing, and is not benchmarked (there is nothing to time against the reference). A rejected stage
     prints next steps: bisect, explain and the suite to change. With --bisect, a failed gate is followed by
-    a bisection of the stack. --checkpoint, --candidate-dtype and --suite override the file's settings.
+    a bisection of the stack. --checkpoint, --candidate-dtype, --suite and --rerun override the file's
+    settings.
     """
     from laya_opt.util.errors import ExperimentError
     from laya_opt.runs.experiment import export_plan
     from laya_opt.runs.pipeline import PipelineError
     from laya_opt.runs.runner import outcome_json, print_outcome, run_experiment
 
-    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint)
+    experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint, rerun)
     if (export_stage is None) != (export_dir is None):
         raise ExperimentError("--export-stage and --export-dir go together")
     if export_stage is not None:

@@ -5,6 +5,8 @@
     reference_dtype: float32               # the reference every stage is compared with (cumulative)
     candidate_dtype: float16               # stage 0 "baseline": cast_dtype to this dtype
     batch_size: 16
+    rerun: 128                             # requests evaluated a second time per stage and compared bit for bit
+                                           # (the `deterministic` gate, which fails unmeasured with 0)
     suites: [gate]                         # bundled suite names or paths to .jsonl files
     plugins: [my_package.my_passes]        # modules imported explicitly to register third-party passes
     passes:
@@ -42,6 +44,7 @@ from typing import Any, Literal, Mapping
 from laya_opt.timing.bench import BenchConfig
 from laya_opt.util.errors import ExperimentError, InputError
 from laya_opt.fidelity.gates import GatesFile, load_gates_file
+from laya_opt.fidelity.rerun import DEFAULT_RERUN
 from laya_opt.suites.workloads import WORKLOADS, check_requests_name
 from laya_opt.passes.contract import check_order
 from laya_opt.runs.pipeline import Pipeline
@@ -80,6 +83,7 @@ class ExperimentFile:
     reference_dtype: DTYPE = "float32"
     candidate_dtype: DTYPE = "float16"
     batch_size: int = field(default=16, metadata={"min": 1})
+    rerun: int = field(default=DEFAULT_RERUN, metadata={"min": 0})
     suites: tuple[str, ...] = field(default=("gate",), metadata={"nonempty": True})
     plugins: tuple[str, ...] = ()
     passes: tuple[PassEntry, ...] = ()
@@ -142,17 +146,18 @@ class Experiment:
     export: ExportPlan | None = None
     checkpoint_key: str = "checkpoint"     # how errors name the checkpoint: the YAML key, or `--checkpoint`
     command_options: tuple[str, ...] = ()  # command-line options that overrode the file, e.g. ("--suite", "smoke")
+    rerun: int = DEFAULT_RERUN             # requests re-run per stage for the `deterministic` gate (fidelity.rerun)
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.steps, gates=self.gates, candidate_dtype=self.candidate_dtype,
-                        reference_dtype=self.reference_dtype, gates_file=self.gates_file)
+                        reference_dtype=self.reference_dtype, gates_file=self.gates_file, rerun=self.rerun)
 
     def resolved(self) -> dict:
         """Every setting after defaults, as plain data (for the manifest)."""
         return {
             "name": self.name, "source": str(self.source) if self.source else None,
             "checkpoint": str(self.checkpoint), "reference_dtype": self.reference_dtype,
-            "candidate_dtype": self.candidate_dtype, "batch_size": self.batch_size,
+            "candidate_dtype": self.candidate_dtype, "batch_size": self.batch_size, "rerun": self.rerun,
             "suites": [str(path) for path in self.suites], "plugins": list(self.plugins),
             "passes": [{"name": step.name, "exact": step.is_exact, "config": to_plain(step.config),
                         "on_fail": step.on_fail, "source": self.registry.sources.get(step.spec.name)}
@@ -221,7 +226,7 @@ def _parse(raw: Any, source: Path | None, extra_passes: tuple) -> Experiment:
     return Experiment(
         name=document.name, source=source, checkpoint=checkpoint_path(document.checkpoint),
         reference_dtype=document.reference_dtype, candidate_dtype=document.candidate_dtype,
-        batch_size=document.batch_size,
+        batch_size=document.batch_size, rerun=document.rerun,
         suites=tuple(suite_path(value, f"suites[{index}]") for index, value in enumerate(document.suites)),
         steps=steps, gates=document.gates, gates_file=load_gates_file(document.gates_file), plugins=document.plugins,
         benchmark=None if document.benchmark is None else _benchmark(document.benchmark),
@@ -260,6 +265,7 @@ def explain(experiment: Experiment) -> str:
         f"checkpoint  {experiment.checkpoint}{checkpoint_state}",
         f"dtypes      reference {experiment.reference_dtype}, candidate {experiment.candidate_dtype}; "
         f"batch_size {experiment.batch_size}",
+        f"re-run      {experiment.rerun} requests per stage, compared bit for bit (the `deterministic` gate)",
         "suites      " + ", ".join(str(path) for path in experiment.suites),
         "plugins     " + (", ".join(experiment.plugins) or "-"),
         f"gates file  {experiment.gates_file.name}" + (f" ({experiment.gates_file.description})"

@@ -38,6 +38,28 @@ def test_run_checkpoint_overrides_the_experiments_and_is_recorded(experiment_fil
     assert manifest["resolved"]["command_options"] == ["--checkpoint", str(tiny_checkpoint_dir)]
 
 
+def test_rerun_option_overrides_the_file_and_sets_the_sample(experiment_file, tiny_checkpoint_dir):
+    result = invoke("run", experiment_file, "--no-bench", "--json", "--checkpoint", tiny_checkpoint_dir,
+                    "--rerun", "2")
+    assert result.exit_code == 0, result.output
+    manifest = load_results(json.loads(result.output)["results_dir"]).manifest
+    assert manifest["resolved"]["rerun"] == 2 and manifest["evaluation"]["rerun"] == 2
+    assert manifest["resolved"]["command_options"][-2:] == ["--rerun", "2"]
+    # Nothing re-run: the default `deterministic` gate has nothing to judge and fails, saying why.
+    result = invoke("run", experiment_file, "--no-bench", "--checkpoint", tiny_checkpoint_dir, "--rerun", "0")
+    assert result.exit_code == 3
+    assert "metric 'deterministic' missing" in result.output and "--rerun 0" in result.output
+    plan = invoke("explain", experiment_file, "--checkpoint", tiny_checkpoint_dir, "--rerun", "7")
+    assert plan.exit_code == 0 and "re-run      7 requests per stage" in plan.output
+
+
+@pytest.mark.parametrize("command", ["run", "explain", "bisect"])
+def test_a_negative_rerun_option_is_refused_before_anything_runs(experiment_file, tmp_path, command):
+    result = invoke(command, experiment_file, "--rerun", "-1")
+    assert result.exit_code == 2 and "--rerun" in result.output
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda tmp: tmp / "missing", "does not exist (laya-opt never downloads weights)"),
     (lambda tmp: (tmp / "weights.bin").write_bytes(b"x") and tmp / "weights.bin",

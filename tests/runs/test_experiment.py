@@ -53,6 +53,13 @@ def test_a_valid_document_resolves_defaults(suite_path):
     assert baseline == load_gates_file("standin").for_dtype("float16").exact_cumulative
     assert [str(gate) for gate in baseline] == resolved["gates"]["baseline"]["cumulative"]
     assert resolved["gates_file"]["name"] == "standin"
+    assert experiment.rerun == resolved["rerun"] == experiment.pipeline().rerun == 128
+
+
+@pytest.mark.parametrize("rerun", [0, 5])
+def test_rerun_reaches_the_pipeline_and_the_manifest(suite_path, rerun):
+    experiment = parse(document(suite_path, rerun=rerun))
+    assert experiment.pipeline().rerun == experiment.resolved()["rerun"] == rerun
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -61,6 +68,9 @@ def test_a_valid_document_resolves_defaults(suite_path):
     ({"name": "a/b"}, r"name: 'a/b' must be letters"),
     ({"batch_size": "16"}, r"batch_size: expected an integer, got string '16'"),
     ({"batch_size": 0}, r"batch_size: must be >= 1, got 0"),
+    ({"rerun": -1}, r"rerun: must be >= 0, got -1"),
+    ({"rerun": "all"}, r"rerun: expected an integer, got string 'all'"),
+    ({"rerun": 1.5}, r"rerun: expected an integer"),
     ({"candidate_dtype": "float8"}, r"candidate_dtype: 'float8' is not one of float32, float16, bfloat16"),
     ({"suites": "tiny"}, r"suites: expected a list, got string"),
     ({"suites": ["no_such_suite"]}, r"suites\[0\]: suite 'no_such_suite' not found .*; bundled suites: calib"),

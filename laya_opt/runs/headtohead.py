@@ -303,9 +303,13 @@ def render_head_to_head(record: dict) -> str:
                 kernels = "skipped: " + timeline["skipped"] if "skipped" in timeline else \
                     (f"{timeline['kernels_per_forward']:.0f} kernels, {timeline['kernel_ms_per_forward']:.2f} ms busy "
                      f"/ {timeline['wall_ms_per_forward']:.2f} ms wall ({timeline['idle_share']:.0%} idle)")
+                graph = entry.get("graph") or {}
                 prof_rows.append([runtime, workload, f"{entry['phases']['total_p50_ms']:.2f}",
                                   ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if v >= 0.005) or "—",
+                                  str(graph["nodes_per_forward"]) if "nodes_per_forward" in graph else "—",
                                   kernels])
-        lines += [markdown_table(["runtime", "workload", "e2e p50 ms", "phases ms (p50)", "forward kernels"],
-                                 prof_rows), ""]
+        header = ["runtime", "workload", "e2e p50 ms", "phases ms (p50)", "graph nodes", "forward kernels"]
+        lines += [markdown_table(header, prof_rows), "",
+                  "Graph nodes: MLX primitives one forward hands to eval (MLX's host cost per call grows with them); "
+                  "GPU busy / wall and the kernels per forward come from CUPTI on CUDA.", ""]
     return "\n".join(lines) + "\n"

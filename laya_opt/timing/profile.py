@@ -6,6 +6,11 @@ lazy MLX graph, or dispatching a compiled one), dispatch (`mx.async_eval`), forw
 device: the synced forward), host_copy (outputs to numpy, scatter to the caller's order), decode
 (answers). Medians over timed requests after warmup; phases of one request sum to its wall time.
 
+The graph size is the number of MLX primitives one forward hands to `mx.eval` (`graph_nodes`): on CUDA,
+MLX's host cost per eval grows with it (it records every node into CUDA graphs on every call). It is
+counted from MLX's own graph export, per device: off the GPU, some `mx.fast` ops expand into their
+fallback ops, so a CPU count is larger than the same forward's count on CUDA.
+
 The kernel timeline uses CUPTI through `torch.profiler`, which records every CUDA kernel in the
 process, MLX's included: kernels per forward, the kernel-time sum against the wall time per forward
 (the idle share is what the host costs), and the top kernels by time. It needs torch with CUDA on a
@@ -13,8 +18,11 @@ CUDA build of MLX; elsewhere it returns why it was skipped.
 """
 from __future__ import annotations
 
+import re
+import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
@@ -60,6 +68,35 @@ def phase_split(runtime, workload, requests: int = 50, warmup: int = 5) -> dict:
     return {"requests": requests,
             "phases_ms": {phase: float(np.median([s.get(phase, 0.0) for s in samples]) * 1e3) for phase in PHASES},
             "total_p50_ms": float(np.median(totals) * 1e3)}
+
+
+_DOT_NODE = re.compile(r'\[label ="([^"]*)", shape=rectangle\]')
+
+
+def count_graph(outputs: Sequence[mx.array]) -> Counter:
+    """Primitives (by name) in the unevaluated graph behind `outputs`, from MLX's DOT export."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "graph.dot"
+        mx.export_to_dot(str(path), *outputs)
+        return Counter(_DOT_NODE.findall(path.read_text()))
+
+
+def graph_nodes(runtime, workload, top: int = 8) -> dict:
+    """The graph of the first request's steady-state forward (after one call per batch): primitives per forward
+    (every batch of the request) and the most frequent ones. A fused elementwise chain (`mx.compile`) counts
+    as one `Compiled...` node."""
+    state, questions = workload.requests[0]
+    prepared = runtime.prepare(state, questions)
+    totals: Counter = Counter()
+    for group in (runtime.plan(prepared) if prepared else []):
+        batch = runtime.collate([prepared[i] for i in group])
+        mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+        mx.eval(*runtime.forward(runtime.model, runtime.kernels, batch))  # a shape's first call may compile and sync
+        outputs = runtime.forward(runtime.model, runtime.kernels, batch)
+        totals += count_graph([out for out in outputs if isinstance(out, mx.array)])
+        mx.eval(*outputs)
+    return {"nodes_per_forward": sum(totals.values()), "device": str(mx.default_device()),
+            "top": [{"primitive": name[:80], "count": count} for name, count in totals.most_common(top)]}
 
 
 def cuda_profiler_problem() -> str | None:
@@ -118,6 +155,9 @@ def profile_runtimes(runtimes: dict, workloads: Sequence, requests: int = 50, de
             phases = runtime.phase_split(workload, requests) if hasattr(runtime, "phase_split") else \
                 phase_split(runtime, workload, requests)
             forward = bench_call(runtime, "forward", workload)  # one synchronised forward of the first request
+            # A peer (upstream torch) has no MLX graph to count.
+            graph = ({"skipped": "not an MLX runtime"} if hasattr(runtime, "bench_call")
+                     else graph_nodes(runtime, workload))
             out.setdefault(label, {})[workload.name] = {
-                "phases": phases, "timeline": kernel_timeline(lambda: forward(0))}
+                "phases": phases, "timeline": kernel_timeline(lambda: forward(0)), "graph": graph}
     return out

@@ -65,8 +65,11 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     assert set(record["profile"]) == {"mlx eager", "2:masks_once"}
     timeline = record["profile"]["mlx eager"]["short-1"]["timeline"]
     assert "skipped" in timeline and record["token_sha256"]["short-1"]
+    graph = record["profile"]["mlx eager"]["short-1"]["graph"]
+    assert graph["nodes_per_forward"] > 0 and graph["device"].startswith("Device(cpu")
     report = (out / "report.md").read_text()
     assert report == render_head_to_head(record) and "| 2:masks_once |" in report and "upstream: " in report
+    assert f"| {graph['nodes_per_forward']} |" in report  # the graph-nodes column of the profile table
     assert (out / "latency.png").stat().st_size > 0 and (out / "speed_vs_fidelity.png").stat().st_size > 0
 
 

@@ -78,3 +78,33 @@ def test_a_peer_is_timed_and_profiled_through_its_own_calls(runtime):
     assert profiles["peer"]["tiny"]["phases"] == peer.phase_split(workload)
     assert profiles["peer"]["tiny"]["timeline"] == {"skipped": cuda_profiler_problem()} and peer.calls == []
     assert set(profiles["mlx"]["tiny"]["phases"]["phases_ms"]) == set(PHASES)
+    assert profiles["peer"]["tiny"]["graph"] == {"skipped": "not an MLX runtime"}
+    assert profiles["mlx"]["tiny"]["graph"]["nodes_per_forward"] > 0
+
+
+def test_count_graph_counts_each_unevaluated_primitive_once():
+    import mlx.core as mx
+
+    from laya_opt.timing.profile import count_graph
+
+    x = mx.ones((2, 3))
+    mx.eval(x)  # an evaluated input is a leaf, not a node
+    assert count_graph([mx.exp(mx.exp(mx.exp(x)))]) == {"Exp": 3}
+    shared = mx.exp(x)
+    assert count_graph([shared + 1, shared * 2])["Exp"] == 1  # a node two outputs share counts once
+
+
+def test_graph_nodes_counts_a_forward_and_sees_compiled_fusion(runtime):
+    from laya_opt.timing.profile import graph_nodes
+
+    workload = SimpleNamespace(name="tiny", requests=(("hello " * 20, QUESTIONS),))
+    eager = graph_nodes(runtime, workload)
+    assert eager["nodes_per_forward"] > 50 and eager["device"].startswith("Device(cpu")
+    assert sum(entry["count"] for entry in eager["top"]) <= eager["nodes_per_forward"]
+    assert "Matmul" in {entry["primitive"] for entry in eager["top"]} or any(
+        "Matmul" in entry["primitive"] or "AddMM" in entry["primitive"] for entry in eager["top"])
+    compiled = graph_nodes(lo.apply(runtime, lo.passes.CompileBucketsConfig(multiple=16)), workload, top=1000)
+    assert 0 < compiled["nodes_per_forward"] < eager["nodes_per_forward"]  # fusion: fewer, larger nodes
+    fused = sum(entry["count"] for entry in compiled["top"] if entry["primitive"].startswith("Compiled"))
+    assert fused > sum(entry["count"] for entry in graph_nodes(runtime, workload, top=1000)["top"]
+                       if entry["primitive"].startswith("Compiled"))

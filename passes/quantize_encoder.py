@@ -45,7 +45,8 @@ class QuantizeEncoderConfig:
         group_size: weights sharing one scale; it must divide every selected module's input width
         mode: affine, mxfp4, mxfp8 or nvfp4
         include: module path prefixes or globs to quantize (replaces the default, the encoder layers' Linears)
-        exclude: module path prefixes or globs kept dense, e.g. encoder.layers.0.
+        exclude: module path prefixes or globs kept dense, e.g. encoder.layers.0 (a prefix matches whole path
+            parts: encoder.layers.1 is not encoder.layers.10)
         eval_path: packed (MLX's packed kernel), dense (the same quantized values, dequantized into dense
             matmuls, checked against the packed kernel first) or auto (dense on the CPU backend, packed elsewhere)
         check_with: a suite or workload whose longest requests check the dense path; none: a seeded probe batch

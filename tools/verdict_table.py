@@ -84,18 +84,17 @@ def _num(value, spec: str) -> str:
 
 
 def markdown(rows: list[dict], suite: str, checkpoint: str) -> str:
+    from laya_opt.util.markdown import markdown_table
+
     header = ["config", "verdict", "r→w / w→r decisive", "r→w / w→r near-tie", "other", "Δaccuracy",
               "p99 / max |Δp|", "max |Δlogit|", "max KL", "failed gates"]
-    lines = [f"Gating suite `{suite}`, checkpoint `{checkpoint}`; every row against the float32 reference.", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 7 + ["---"]) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join([
-            r["config"] + (f" ({r['note']})" if r["note"] else ""), r["verdict"],
-            f"{r['decisive_r2w']} / {r['decisive_w2r']}", f"{r['near_tie_r2w']} / {r['near_tie_w2r']}",
-            str(r["other_changes"]), _num(r["accuracy_delta"], "+.4f"),
-            f"{_num(r['p99_abs_dp'], '.3g')} / {_num(r['max_abs_dp'], '.3g')}", _num(r["max_abs_dlogit"], ".3g"),
-            _num(r["kl_logits_max"], ".3g"), "; ".join(r["failed_gates"]) or "—"]) + " |")
-    return "\n".join(lines) + "\n"
+    cells = [[r["config"] + (f" ({r['note']})" if r["note"] else ""), r["verdict"],
+              f"{r['decisive_r2w']} / {r['decisive_w2r']}", f"{r['near_tie_r2w']} / {r['near_tie_w2r']}",
+              str(r["other_changes"]), _num(r["accuracy_delta"], "+.4f"),
+              f"{_num(r['p99_abs_dp'], '.3g')} / {_num(r['max_abs_dp'], '.3g')}", _num(r["max_abs_dlogit"], ".3g"),
+              _num(r["kl_logits_max"], ".3g"), "; ".join(r["failed_gates"]) or "—"] for r in rows]
+    return (f"Gating suite `{suite}`, checkpoint `{checkpoint}`; every row against the float32 reference.\n\n"
+            + markdown_table(header, cells, "ll" + "r" * 7 + "l") + "\n")
 
 
 def main(argv=None) -> int:

@@ -49,6 +49,7 @@ def test_rows_come_from_the_runs_and_the_table_shows_their_verdicts(tmp_path):
         assert document["passes"][0]["config"]["bits"] == int(r["config"][0])
     table = (out / "verdicts.md").read_text()
     assert all(f"| {r['config']} | {r['verdict']} |" in table for r in rows)
+    assert all(line.count(" | ") == 9 for line in table.splitlines() if line.startswith("| "))  # |Δp| escaped
 
 
 def test_an_existing_out_directory_is_refused(tmp_path, capsys):

@@ -117,7 +117,7 @@ class Runtime:
         def finish(group, batch, outputs) -> None:
             mx.eval(*outputs)
             tick("forward")
-            logits_np, action_np = np.array(outputs[0]), np.array(outputs[1])
+            logits_np, action_np = to_host(outputs)
             fed = model_inputs(batch) if trace else None
             for row, index in enumerate(group):
                 logits[index], action[index] = logits_np[row], action_np[row]
@@ -156,6 +156,11 @@ class Runtime:
         if not prepared:
             return envelope({}, prepared)
         return self.decode(self.execute(prepared))
+
+
+def to_host(outputs: tuple[mx.array, mx.array]) -> tuple[np.ndarray, np.ndarray]:
+    """One batch's evaluated (logits, action) as numpy: the device-to-host transfer of a predict call."""
+    return np.array(outputs[0]), np.array(outputs[1])
 
 
 def model_inputs(batch: Batch) -> list[ModelInput]:

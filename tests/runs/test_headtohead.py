@@ -67,6 +67,8 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     assert "skipped" in timeline and record["token_sha256"]["short-1"]
     report = (out / "report.md").read_text()
     assert report == render_head_to_head(record) and "| 2:masks_once |" in report and "upstream: " in report
+    phases = record["profile"]["2:masks_once"]["short-1"]["phases"]  # the host split per profiled cell
+    assert f"| {phases['host_p50_ms']:.3f} / {phases['host_p95_ms']:.3f} |" in report and "host p50 / p95 ms" in report
     assert (out / "latency.png").stat().st_size > 0 and (out / "speed_vs_fidelity.png").stat().st_size > 0
 
 

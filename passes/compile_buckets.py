@@ -146,6 +146,11 @@ def _compile_model(model: LayaModel, kernels: Kernels) -> Callable:
     return mx.compile(forward_arrays)
 
 
+def _bucketed(size: int, buckets: tuple[int, ...]) -> int:
+    """The smallest bucket >= size; size itself when there are no buckets or all are shorter."""
+    return (bucket_for(size, buckets) or size) if buckets else size
+
+
 @dataclass(frozen=True, eq=False)  # identity equality: comparing field-wise would compare whole models
 class BucketedForward:
     """A `Runtime.forward` bound to one model and kernels object; compiled functions are cached per shape."""
@@ -174,9 +179,8 @@ class BucketedForward:
 
     def padded_shape(self, batch_size: int, length: int, slots: int) -> tuple[int, int, int]:
         """(rows, length, slots) a batch of this content runs at; `Runtime.collate` builds batches at it."""
-        padded, rows, width = (bucket_for(size, buckets) or size if buckets else size for size, buckets in
-                               ((length, self.buckets), (batch_size, self.batch_buckets), (slots, self.slot_buckets)))
-        return rows, padded, width
+        return (_bucketed(batch_size, self.batch_buckets), _bucketed(length, self.buckets),
+                _bucketed(slots, self.slot_buckets))
 
     def __call__(self, model: LayaModel, kernels: Kernels, batch: Batch) -> tuple[mx.array, mx.array]:
         self.check_bound(model, kernels)

@@ -81,9 +81,9 @@ def host_stages(runtime, state: Any, questions: dict, repeats: int = 1000, warmu
 
     Each repetition runs the stages in a predict call's order, timing each on its own: prepare
     (validation, rendering, tokenization), collate (planning, padding, masks, numpy -> mx arrays),
-    transfer (evaluated outputs to numpy, `laya_opt.core.runtime.to_host`) and decode (answers and envelope). The
-    forward runs once, before timing; the garbage collector is off while timing, as in the latency
-    harness. On a CPU the transfer is a host copy; on a GPU it also waits for the device memory.
+    transfer (evaluated outputs to numpy, `laya_opt.core.runtime.to_host`) and decode (answers and
+    envelope). The forward runs once, before timing; the garbage collector is off while timing, as in
+    the latency harness. On a CPU the transfer is a host copy; on a GPU it also reads device memory.
     """
     prepared = runtime.prepare(state, questions)
     if not prepared:

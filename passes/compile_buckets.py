@@ -2,8 +2,10 @@
 
 The runtime's forward becomes a `BucketedForward`: each batch is padded (right, PAD id, mask false) to
 the smallest bucket >= its length, and one compiled function per (B, padded L, K) runs the model with
-the runtime's kernels. Compilation is per shape: `shapeless=True` would break the model, whose graph
-reads shapes into Python (reshapes, `arange` masks, marker gathers). Longer batches than every bucket
+the runtime's kernels. The runtime's own batches are collated at the padded shape in numpy
+(`padded_shape`), so a steady call adds no padding ops to the device graph. Compilation is per shape:
+`shapeless=True` would break the model, whose graph reads shapes into Python (reshapes, `arange`
+masks, marker gathers). Longer batches than every bucket
 run compiled at their exact length and are counted as fallbacks. The compiled graph captures the
 model's arrays and the kernels, so the forward refuses any other model or kernels object: a
 parameter-changing pass after compile must be followed by a fresh compile (`captures` orders it).
@@ -144,6 +146,11 @@ def _compile_model(model: LayaModel, kernels: Kernels) -> Callable:
     return mx.compile(forward_arrays)
 
 
+def _bucketed(size: int, buckets: tuple[int, ...]) -> int:
+    """The smallest bucket >= size; size itself when there are no buckets or all are shorter."""
+    return (bucket_for(size, buckets) or size) if buckets else size
+
+
 @dataclass(frozen=True, eq=False)  # identity equality: comparing field-wise would compare whole models
 class BucketedForward:
     """A `Runtime.forward` bound to one model and kernels object; compiled functions are cached per shape."""
@@ -170,13 +177,18 @@ class BucketedForward:
             raise RuntimeError("compile_buckets: the compiled forward was built for other kernels; "
                                "compile must be re-applied after kernel-changing passes")
 
+    def padded_shape(self, batch_size: int, length: int, slots: int) -> tuple[int, int, int]:
+        """(rows, length, slots) a batch of this content runs at; `Runtime.collate` builds batches at it."""
+        return (_bucketed(batch_size, self.batch_buckets), _bucketed(length, self.buckets),
+                _bucketed(slots, self.slot_buckets))
+
     def __call__(self, model: LayaModel, kernels: Kernels, batch: Batch) -> tuple[mx.array, mx.array]:
         self.check_bound(model, kernels)
-        batch_size, length, slots = batch.shape
+        batch_size, length, slots = batch.content_shape
         stats = self.stats
-        padded, rows, width = (bucket_for(size, buckets) or size if buckets else size for size, buckets in
-                               ((length, self.buckets), (batch_size, self.batch_buckets), (slots, self.slot_buckets)))
+        rows, padded, width = self.padded_shape(batch_size, length, slots)
         stats["fallbacks"] += int(bucket_for(length, self.buckets) is None)
+        # no-ops for a batch `Runtime.collate` built at this shape; other callers' batches are padded here
         padded_batch = pad_slots(pad_rows(pad_batch(batch, padded, self.pad_id), rows, self.pad_id), width)
         key = f"{rows}x{padded}x{width}"
         compiled = self.compiled.get(key)

@@ -26,31 +26,58 @@ class Batch:
     marker_mask: mx.array     # bool [B, K]
     qtype: mx.array           # int32 [B]
     real_tokens: int | None = None  # unpadded tokens, known on the host at collation (None: count the mask)
+    # (B, L, K) of the questions before any bucket padding (dummy rows, PAD columns, unmarked slots); None:
+    # the batch is not bucket-padded and `shape` is its content's
+    content: tuple[int, int, int] | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
         batch_size, length = self.input_ids.shape
         return batch_size, length, self.marker_pos.shape[1]
 
+    @property
+    def content_shape(self) -> tuple[int, int, int]:
+        """(B, L, K) of the questions themselves: what a bucketed forward slices its outputs back to."""
+        return self.content or self.shape
 
-def collate(items: Sequence[PreparedQuestion], pad_id: int) -> Batch:
-    """Right-pad ids with `pad_id`; K = max(2, most markers); padding is never marked as an option."""
+
+# padded_shape(rows, length, slots) -> the (rows, length, slots) a forward pads a batch of that content to
+PaddedShape = Callable[[int, int, int], tuple[int, int, int]]
+
+
+def collate(items: Sequence[PreparedQuestion], pad_id: int, padded_shape: PaddedShape | None = None) -> Batch:
+    """Right-pad ids with `pad_id`; K = max(2, most markers); padding is never marked as an option.
+
+    With `padded_shape` the batch is built at the shape a bucketed forward would pad it to, with the
+    padding `pad_batch`, `pad_rows` and `pad_slots` add (PAD columns, dummy rows with one valid token,
+    unmarked slots), here in numpy: the same arrays without one device op per call to build them.
+    """
     if not items:
         raise ValueError("collate needs at least one prepared question")
+    count = len(items)
     length = max(len(item.ids) for item in items)
     slots = max(2, max(len(item.markers) for item in items))
-    ids = np.full((len(items), length), pad_id, dtype=np.int32)
-    mask = np.zeros((len(items), length), dtype=bool)
-    marker_pos = np.zeros((len(items), slots), dtype=np.int32)
-    marker_mask = np.zeros((len(items), slots), dtype=bool)
+    rows, width, slot_width = padded_shape(count, length, slots) if padded_shape else (count, length, slots)
+    if rows < count or width < length or slot_width < slots:
+        raise ValueError(f"padding cannot shrink a batch: {(count, length, slots)} to {(rows, width, slot_width)}")
+    ids = np.empty((rows, width), dtype=np.int32)
+    ids.fill(pad_id)  # np.full's value, at half its call overhead
+    mask = np.zeros((rows, width), dtype=bool)
+    marker_pos = np.zeros((rows, slot_width), dtype=np.int32)
+    marker_mask = np.zeros((rows, slot_width), dtype=bool)
+    qtype = np.zeros(rows, dtype=np.int32)
     for row, item in enumerate(items):
         ids[row, : len(item.ids)] = item.ids
         mask[row, : len(item.ids)] = True
         marker_pos[row, : len(item.markers)] = item.markers
         marker_mask[row, : len(item.markers)] = True
-    qtype = np.array([item.qtype for item in items], dtype=np.int32)
+        qtype[row] = item.qtype
+    if rows > count:
+        mask[count:, 0] = True  # dummy rows (pad_rows): one valid token keeps their attention rows finite
+    content = (count, length, slots)
     return Batch(mx.array(ids), mx.array(mask), mx.array(marker_pos), mx.array(marker_mask), mx.array(qtype),
-                 real_tokens=sum(item.length for item in items))
+                 real_tokens=sum(item.length for item in items),
+                 content=None if content == (rows, width, slot_width) else content)
 
 
 def _padding(current: int, target: int, refusal: str) -> int:
@@ -79,7 +106,7 @@ def pad_batch(batch: Batch, length: int, pad_id: int) -> Batch:
     rows = batch.input_ids.shape[0]
     ids = mx.concatenate([batch.input_ids, mx.full((rows, extra), pad_id, dtype=mx.int32)], axis=1)
     mask = mx.concatenate([batch.attention_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1)
-    return Batch(ids, mask, batch.marker_pos, batch.marker_mask, batch.qtype, batch.real_tokens)
+    return Batch(ids, mask, batch.marker_pos, batch.marker_mask, batch.qtype, batch.real_tokens, batch.content_shape)
 
 
 def pad_rows(batch: Batch, rows: int, pad_id: int) -> Batch:
@@ -95,7 +122,8 @@ def pad_rows(batch: Batch, rows: int, pad_id: int) -> Batch:
                  mx.concatenate([batch.attention_mask, mask]),
                  mx.concatenate([batch.marker_pos, mx.zeros((extra, slots), dtype=mx.int32)]),
                  mx.concatenate([batch.marker_mask, mx.zeros((extra, slots), dtype=mx.bool_)]),
-                 mx.concatenate([batch.qtype, mx.zeros((extra,), dtype=mx.int32)]), batch.real_tokens)
+                 mx.concatenate([batch.qtype, mx.zeros((extra,), dtype=mx.int32)]), batch.real_tokens,
+                 batch.content_shape)
 
 
 def pad_slots(batch: Batch, slots: int) -> Batch:
@@ -107,7 +135,7 @@ def pad_slots(batch: Batch, slots: int) -> Batch:
     return Batch(batch.input_ids, batch.attention_mask,
                  mx.concatenate([batch.marker_pos, mx.zeros((rows, extra), dtype=mx.int32)], axis=1),
                  mx.concatenate([batch.marker_mask, mx.zeros((rows, extra), dtype=mx.bool_)], axis=1),
-                 batch.qtype, batch.real_tokens)
+                 batch.qtype, batch.real_tokens, batch.content_shape)
 
 
 def insertion_order_planner(batch_size: int = 16) -> Planner:

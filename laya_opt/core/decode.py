@@ -119,7 +119,8 @@ def temperature_for(calibration: Calibration, type_name: str, k: int) -> float:
 
 
 def _softmax_rows(values: np.ndarray) -> np.ndarray:
-    shifted = values.astype(np.float32) - values.max(axis=1, keepdims=True).astype(np.float32)
+    # copy=False: float32 input (the usual case) is used as is; the values, and so the bits, are the same
+    shifted = values.astype(np.float32, copy=False) - values.max(axis=1, keepdims=True).astype(np.float32, copy=False)
     exps = np.exp(shifted, dtype=np.float32)
     return exps / exps.sum(axis=1, keepdims=True, dtype=np.float32)
 
@@ -205,8 +206,12 @@ def _group_results(type_name: str, logits: np.ndarray, actions: np.ndarray, cali
         confidence = _entropy_confidence_rows(p)
     level = ((np.arange(p.shape[1], dtype=np.float32) * p).sum(axis=1, dtype=np.float32)
              if type_name == "score" else None)
-    return _Group(p=p.tolist(), act=_softmax_rows(actions)[:, 0].tolist(), confidence=confidence.tolist(),
-                  best=p.argmax(axis=1).tolist(), top=p.max(axis=1).tolist(),
+    rows = p.tolist()
+    # Python's max of the widened floats is numpy's float32 max, and list.index finds its first
+    # occurrence as argmax does (p is finite: the logits were checked); cheaper than two numpy calls
+    top = [max(row) for row in rows]
+    return _Group(p=rows, act=_softmax_rows(actions)[:, 0].tolist(), confidence=confidence.tolist(),
+                  best=[row.index(value) for row, value in zip(rows, top)], top=top,
                   level=None if level is None else level.tolist())
 
 

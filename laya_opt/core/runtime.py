@@ -29,7 +29,10 @@ from laya_opt.core.tokens import TextCodec
 # preparer(state, questions, codec, max_len, head_max_len) -> prepared questions (tokenization policy).
 Preparer = Callable[..., tuple[PreparedQuestion, ...]]
 REFERENCE_OWNER = "reference"   # the owner of a kernel field no pass replaced (laya_opt.core.model's default)
-# forward(model, kernels, batch) -> (logits float32 [B, K], action float32 [B, A]), not yet evaluated.
+# forward(model, kernels, batch) -> (logits float32 [B, K], action float32 [B, A]), not yet evaluated. A forward
+# that pads batches to shape buckets may say to which shape with a `padded_shape(rows, length, slots)` attribute:
+# `Runtime.collate` then builds each batch at that shape in numpy (laya_opt.core.batching.collate), so no call
+# spends device ops on padding, and the forward slices its outputs back to `batch.content_shape`.
 Forward = Callable[[LayaModel, Kernels, Batch], tuple[mx.array, mx.array]]
 
 
@@ -93,7 +96,7 @@ class Runtime:
                              self.agent_config.head_max_len)
 
     def collate(self, items: Sequence[PreparedQuestion]) -> Batch:
-        return collate(items, self.codec.pad_id)
+        return collate(items, self.codec.pad_id, getattr(self.forward, "padded_shape", None))
 
     def plan(self, prepared: Sequence[PreparedQuestion]) -> list[tuple[int, ...]]:
         groups = self.planner(prepared)
@@ -117,7 +120,7 @@ class Runtime:
         def finish(group, batch, outputs) -> None:
             mx.eval(*outputs)
             tick("forward")
-            logits_np, action_np = np.array(outputs[0]), np.array(outputs[1])
+            logits_np, action_np = to_host(outputs)
             fed = model_inputs(batch) if trace else None
             for row, index in enumerate(group):
                 logits[index], action[index] = logits_np[row], action_np[row]
@@ -156,6 +159,11 @@ class Runtime:
         if not prepared:
             return envelope({}, prepared)
         return self.decode(self.execute(prepared))
+
+
+def to_host(outputs: tuple[mx.array, mx.array]) -> tuple[np.ndarray, np.ndarray]:
+    """One batch's evaluated (logits, action) as numpy: the device-to-host transfer of a predict call."""
+    return np.array(outputs[0]), np.array(outputs[1])
 
 
 def model_inputs(batch: Batch) -> list[ModelInput]:

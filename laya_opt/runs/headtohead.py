@@ -34,7 +34,7 @@ from laya_opt.runs.runner import (RunFacts, build_manifest, load_reference, meas
 from laya_opt.suites.workloads import build_workload
 from laya_opt.timing.bench import MODES, BenchConfig, benchmark
 from laya_opt.timing.peer import BACKENDS, load_upstream, upstream_problem, upstream_version
-from laya_opt.timing.profile import profile_runtimes
+from laya_opt.timing.profile import HOST_PHASES, profile_runtimes
 from laya_opt.util.errors import InputError
 from laya_opt.util.markdown import markdown_table
 from laya_opt.util.progress import silent
@@ -304,12 +304,16 @@ def render_head_to_head(record: dict) -> str:
                     (f"{timeline['kernels_per_forward']:.0f} kernels, {timeline['kernel_ms_per_forward']:.2f} ms busy "
                      f"/ {timeline['wall_ms_per_forward']:.2f} ms wall ({timeline['idle_share']:.0%} idle)")
                 graph = entry.get("graph") or {}
+                host = entry["phases"].get("host_p50_ms")  # absent for a peer and in older results
                 prof_rows.append([runtime, workload, f"{entry['phases']['total_p50_ms']:.2f}",
+                                  "—" if host is None else f"{host:.3f} / {entry['phases']['host_p95_ms']:.3f}",
                                   ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if v >= 0.005) or "—",
                                   str(graph["nodes_per_forward"]) if "nodes_per_forward" in graph else "—",
                                   kernels])
-        header = ["runtime", "workload", "e2e p50 ms", "phases ms (p50)", "graph nodes", "forward kernels"]
+        header = ["runtime", "workload", "e2e p50 ms", "host p50 / p95 ms", "phases ms (p50)", "graph nodes",
+                  "forward kernels"]
         lines += [markdown_table(header, prof_rows), "",
-                  "Graph nodes: MLX primitives one forward hands to eval (MLX's host cost per call grows with them); "
-                  "GPU busy / wall and the kernels per forward come from CUPTI on CUDA.", ""]
+                  f"Host: the sum of {', '.join(HOST_PHASES)} per profiled request (the forward left out). Graph "
+                  "nodes: MLX primitives one forward hands to eval (MLX's host cost per call grows with them). GPU "
+                  "busy / wall and the kernels per forward come from CUPTI on CUDA.", ""]
     return "\n".join(lines) + "\n"

@@ -5,6 +5,12 @@ tokenization), plan_collate (batch planning and host->array collation), graph_bu
 lazy MLX graph, or dispatching a compiled one), dispatch (`mx.async_eval`), forward (waiting for the
 device: the synced forward), host_copy (outputs to numpy, scatter to the caller's order), decode
 (answers). Medians over timed requests after warmup; phases of one request sum to its wall time.
+The host share of a request is prepare + plan_collate + host_copy + decode: what issue 23 bounds at
+0.5 ms at short-1 (the device work is graph_build, dispatch and forward).
+
+`host_stages` times those host stages of one request alone, many times each, without running the
+forward in the loop (its outputs are computed once): cheap enough for a real-size model on a CPU, and
+the numbers do not depend on the weights.
 
 The graph size is the number of MLX primitives one forward hands to `mx.eval` (`graph_nodes`): on CUDA,
 MLX's host cost per eval grows with it (it records every node into CUDA graphs on every call). It is
@@ -18,6 +24,7 @@ CUDA build of MLX; elsewhere it returns why it was skipped.
 """
 from __future__ import annotations
 
+import gc
 import re
 import tempfile
 import time
@@ -28,10 +35,14 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 import numpy as np
 
-from laya_opt.timing.bench import bench_call
+from laya_opt.core.runtime import to_host
+from laya_opt.timing.bench import Summary, bench_call, summarize
 
 PHASES = ("prepare", "plan_collate", "graph_build", "dispatch", "forward", "host_copy", "decode")
+HOST_PHASES = ("prepare", "plan_collate", "host_copy", "decode")   # a request's host work, the forward left out
+HOST_STAGES = ("prepare", "collate", "transfer", "decode")         # the same work as host_stages names it
 TOP_KERNELS = 15
+GC_EVERY = 100   # host_stages collects garbage between blocks of this many repetitions, never inside one
 
 
 class PhaseClock:
@@ -65,9 +76,58 @@ def phase_split(runtime, workload, requests: int = 50, warmup: int = 5) -> dict:
         profile_request(runtime, *pairs[index % len(pairs)])
     samples = [profile_request(runtime, *pairs[index % len(pairs)]) for index in range(requests)]
     totals = [sum(sample.values()) for sample in samples]
+    host = summarize([sum(sample.get(phase, 0.0) for phase in HOST_PHASES) * 1e3 for sample in samples])
     return {"requests": requests,
             "phases_ms": {phase: float(np.median([s.get(phase, 0.0) for s in samples]) * 1e3) for phase in PHASES},
-            "total_p50_ms": float(np.median(totals) * 1e3)}
+            "total_p50_ms": float(np.median(totals) * 1e3),
+            # per request, the sum of its host phases (not the sum of the phase medians)
+            "host_p50_ms": host.p50_ms, "host_p95_ms": host.p95_ms}
+
+
+def host_stages(runtime, state: Any, questions: dict, repeats: int = 1000, warmup: int = 50) -> dict[str, Summary]:
+    """Milliseconds of each host stage of one request, and of their sum per repetition ("total").
+
+    Each repetition runs the stages in a predict call's order, timing each on its own: prepare
+    (validation, rendering, tokenization), collate (planning, padding, masks, numpy -> mx arrays),
+    transfer (evaluated outputs to numpy, `laya_opt.core.runtime.to_host`) and decode (answers and
+    envelope). The forward runs once, before timing; the garbage collector is off while timing, as in
+    the latency harness. On a CPU the transfer is a host copy; on a GPU it also reads device memory.
+    """
+    prepared = runtime.prepare(state, questions)
+    if not prepared:
+        raise ValueError("host_stages needs a request with at least one question")
+    outputs = []
+    for group in runtime.plan(prepared):
+        batch_outputs = runtime.forward(runtime.model, runtime.kernels, runtime.collate([prepared[i] for i in group]))
+        mx.eval(*batch_outputs)
+        outputs.append(batch_outputs)
+    execution = runtime.execute(prepared)
+    stages: dict[str, Callable[[], Any]] = {
+        "prepare": lambda: runtime.prepare(state, questions),
+        "collate": lambda: [runtime.collate([prepared[i] for i in group]) for group in runtime.plan(prepared)],
+        "transfer": lambda: [to_host(batch_outputs) for batch_outputs in outputs],
+        "decode": lambda: runtime.decode(execution),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in (*HOST_STAGES, "total")}
+    clock, collecting = time.perf_counter_ns, gc.isenabled()
+    try:
+        for index in range(warmup + repeats):
+            if index % GC_EVERY == 0:  # between blocks: a collection inside a stage would land on that stage
+                gc.collect()
+                gc.disable()
+            times = {}
+            for name in HOST_STAGES:
+                started = clock()
+                stages[name]()
+                times[name] = (clock() - started) / 1e6
+            if index >= warmup:
+                for name, value in times.items():
+                    samples[name].append(value)
+                samples["total"].append(sum(times.values()))
+    finally:
+        if collecting:
+            gc.enable()
+    return {name: summarize(values) for name, values in samples.items()}
 
 
 _DOT_NODE = re.compile(r'\[label ="([^"]*)", shape=rectangle\]')

@@ -149,3 +149,60 @@ def test_padding_a_batch_never_shrinks_it_and_equal_sizes_are_a_no_op(tiny_codec
         pad_rows(batch, 0, 0)
     with pytest.raises(ValueError, match=f"cannot pad {slots} option slots down to 1"):
         pad_slots(batch, 1)
+
+
+# ----------------------------------------------------------------------------- padding at collation (issue 23)
+
+def batch_arrays(batch) -> list[np.ndarray]:
+    return [np.array(a) for a in (batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask,
+                                  batch.qtype)]
+
+
+prepared_items = st.lists(st.tuples(st.lists(st.integers(1, 50), min_size=1, max_size=12),
+                                    st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=prepared_items, extra=st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(0, 3)),
+       only=st.sampled_from([None, 0, 1, 2]), pad_id=st.integers(0, 3))
+def test_collating_at_a_padded_shape_equals_collating_then_padding(items, extra, only, pad_id):
+    """The numpy path gives the arrays pad_batch/pad_rows/pad_slots give, padding one dimension or all three."""
+    from laya_opt.core.batching import pad_batch, pad_rows, pad_slots
+    from laya_opt.core.prompt import PreparedQuestion
+
+    questions = [PreparedQuestion(f"q{i}", "choice", qtype, tuple(ids), tuple(range(min(markers, len(ids)))),
+                                  ("a",)) for i, (ids, markers, qtype) in enumerate(items)]
+    extra = extra if only is None else tuple(value if axis == only else 0 for axis, value in enumerate(extra))
+    plain = collate(questions, pad_id)
+    rows, length, slots = plain.shape
+    target = (rows + extra[0], length + extra[1], slots + extra[2])
+    seen = []
+    padded = collate(questions, pad_id, lambda *shape: seen.append(shape) or target)
+    old = pad_slots(pad_rows(pad_batch(plain, target[1], pad_id), target[0], pad_id), target[2])
+    assert seen == [plain.shape] and padded.shape == old.shape == target
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(batch_arrays(padded), batch_arrays(old)))
+    assert padded.content_shape == old.content_shape == plain.shape == plain.content_shape
+    assert (padded.content is None) == (target == plain.shape) and padded.real_tokens == plain.real_tokens
+
+
+def test_a_padded_shape_that_would_shrink_the_batch_is_refused():
+    from laya_opt.core.prompt import PreparedQuestion
+
+    item = PreparedQuestion("q", "noul", 2, (2, 4, 3), (1, 2), ("false", "true"))
+    for shape in [(0, 3, 2), (1, 2, 2), (1, 3, 1)]:
+        with pytest.raises(ValueError, match="padding cannot shrink a batch"):
+            collate([item], 0, lambda *_: shape)
+
+
+def test_the_runtime_collates_at_its_forwards_padded_shape(tiny_checkpoint_dir):
+    runtime = load_runtime(tiny_checkpoint_dir)
+    prepared = runtime.prepare("hello", QUESTIONS)
+    assert runtime.collate(prepared).content is None  # the eager forward pads nothing
+
+    def forward(model, kernels, batch):
+        return runtime.forward(model, kernels, batch)
+
+    forward.padded_shape = lambda rows, length, slots: (rows + 1, length + 3, slots + 1)
+    batch = runtime.replace(forward=forward).collate(prepared)
+    plain = runtime.collate(prepared)
+    assert batch.content_shape == plain.shape and batch.shape == forward.padded_shape(*plain.shape)

@@ -283,3 +283,56 @@ def test_the_compiled_stack_equals_the_uncompiled_stack_on_outputs(runtime, name
 def test_the_compiled_stack_equals_the_uncompiled_stack_in_half_precision(wide_checkpoint_dir, dtype):
     half = load_runtime(wide_checkpoint_dir, dtype, batch_size=4)  # one short request: half is slow on the CPU
     assert compiled_stack_verdict(half, tuple(EARLIER), dtype, REQUESTS[:1]) == []
+
+
+# ----------------------------------------------------------------------------- padding at collation (issue 23)
+
+def stats_without_times(stats):
+    return {key: ({shape: {k: v for k, v in entry.items() if not k.endswith("_s")} for shape, entry in value.items()}
+                  if key == "shapes" else value) for key, value in stats.items()}
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 30), st.lists(st.integers(1, 12), min_size=1, max_size=3),
+       st.lists(st.integers(1, 6), min_size=1, max_size=3))
+def test_batches_collated_at_the_bucket_shape_give_the_same_bits_and_stats(runtime, state_words, words, options):
+    """The runtime's numpy-padded batch against the old path (an unpadded batch padded by MLX ops in the forward)."""
+    config = CompileBucketsConfig(buckets=(48, 96, 128), batch_buckets=(2, 4), slot_buckets=(4, 8))
+    new, old = lo.apply(runtime, config), lo.apply(runtime, config)
+    prepared = runtime.prepare("hello " * state_words, request_questions(words, options))
+    prepadded, unpadded = new.collate(prepared), runtime.collate(prepared)
+    assert prepadded.shape == new.forward.padded_shape(*unpadded.shape) and prepadded.content_shape == unpadded.shape
+    fresh = [new.forward(new.model, new.kernels, prepadded), old.forward(old.model, old.kernels, unpadded)]
+    for a, b in zip(*fresh):
+        assert a.shape == b.shape and np.array_equal(np.array(a), np.array(b))
+    assert stats_without_times(new.info["compile_buckets"]["stats"]) == \
+        stats_without_times(old.info["compile_buckets"]["stats"])
+    # end to end: a forward without `padded_shape` is the old path (the runtime collates unpadded)
+    legacy = old.replace(forward=lambda model, kernels, batch: old.forward(model, kernels, batch))
+    executions = [new.execute(prepared), legacy.execute(prepared)]
+    for name in ("logits", "action"):
+        pairs = zip(*(getattr(execution, name) for execution in executions))
+        assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in pairs)
+    assert new.decode(executions[0]) == legacy.decode(executions[1])
+
+
+def test_a_runtime_collated_batch_adds_no_padding_op_to_the_forward(runtime, monkeypatch):
+    fresh = lo.apply(runtime, CompileBucketsConfig(buckets=(48, 96), batch_buckets=(4,), slot_buckets=(8,)))
+    prepared = runtime.prepare("hello", request_questions([2, 3], [3]))
+    fresh.predict("hello", request_questions([2, 3], [3]))  # compiles the shape
+
+    def padding(name):
+        original = getattr(compile_buckets, name)
+
+        def checked(batch, *args):
+            result = original(batch, *args)
+            assert result is batch, f"{name} built padding ops for a runtime-collated batch"
+            return result
+        return checked
+
+    for name in ("pad_batch", "pad_rows", "pad_slots"):
+        monkeypatch.setattr(compile_buckets, name, padding(name))
+    batch = fresh.collate(prepared)
+    assert batch.shape == (4, 48, 8) and batch.content_shape == (2, batch.content_shape[1], 3)
+    logits, action = fresh.forward(fresh.model, fresh.kernels, batch)
+    assert logits.shape == (2, 3) and action.shape[0] == 2  # sliced back to the questions' own rows and slots

@@ -70,6 +70,8 @@ def test_bench_command_writes_a_complete_record_without_the_peer(tiny_checkpoint
     report = (out / "report.md").read_text()
     assert report == render_head_to_head(record) and "| 2:masks_once |" in report and "upstream: " in report
     assert f"| {graph['nodes_per_forward']} |" in report  # the graph-nodes column of the profile table
+    phases = record["profile"]["2:masks_once"]["short-1"]["phases"]  # the host split per profiled cell
+    assert f"| {phases['host_p50_ms']:.3f} / {phases['host_p95_ms']:.3f} |" in report and "host p50 / p95 ms" in report
     assert (out / "latency.png").stat().st_size > 0 and (out / "speed_vs_fidelity.png").stat().st_size > 0
 
 

@@ -5,8 +5,11 @@ import pytest
 from fake_passes import QUESTIONS
 
 import laya_opt as lo
-from laya_opt.timing.profile import (PHASES, PhaseClock, cuda_profiler_problem, kernel_timeline, phase_split,
-                                     profile_request)
+import gc
+
+from laya_opt.timing import profile as profile_module
+from laya_opt.timing.profile import (HOST_PHASES, HOST_STAGES, PHASES, PhaseClock, cuda_profiler_problem, host_stages,
+                                     kernel_timeline, phase_split, profile_request)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,40 @@ def test_phase_split_medians_and_total(runtime):
     split = phase_split(runtime, workload, requests=6, warmup=1)
     assert split["requests"] == 6 and set(split["phases_ms"]) == set(PHASES)
     assert 0 < sum(split["phases_ms"].values()) <= split["total_p50_ms"] * 3
+    assert 0 < split["host_p50_ms"] <= split["host_p95_ms"]
+    assert split["host_p50_ms"] < split["total_p50_ms"]  # the forward's phases are not host work
+
+
+def test_host_phases_are_the_phases_without_the_device():
+    assert set(HOST_PHASES) == set(PHASES) - {"graph_build", "dispatch", "forward"}
+
+
+def test_host_stages_times_each_stage_of_the_runtime_and_their_total(runtime, monkeypatch):
+    calls = {"prepare": 0, "collate": 0, "to_host": 0, "decode": 0}
+    counted = lo.load(runtime.info["checkpoint"], batch_size=2)
+
+    def counting(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    for name in ("prepare", "collate", "decode"):
+        object.__setattr__(counted, name, counting(name, getattr(counted, name)))
+    monkeypatch.setattr(profile_module, "to_host", counting("to_host", profile_module.to_host))
+    summaries = host_stages(counted, "hello " * 20, QUESTIONS, repeats=7, warmup=2)
+    assert set(summaries) == {*HOST_STAGES, "total"} and all(s.n == 7 for s in summaries.values())
+    # batch_size=2 and 3 questions: two batches collated and transferred per repetition
+    assert calls["to_host"] == 2 * 9 and calls["decode"] == 9
+    assert calls["prepare"] >= 9 and calls["collate"] >= 2 * 9  # and the setup's
+    # the total is each repetition's sum, so it dominates every stage sample by sample
+    assert all(summaries["total"].p50_ms >= summaries[name].p50_ms > 0 for name in HOST_STAGES)
+    assert gc.isenabled()
+
+
+def test_host_stages_refuses_a_request_without_questions(runtime):
+    with pytest.raises(ValueError, match="at least one question"):
+        host_stages(runtime, "hello", {}, repeats=1, warmup=0)
 
 
 def test_clock_accumulates_under_the_phase_named():

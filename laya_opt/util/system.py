@@ -131,7 +131,7 @@ def classify_blas(maps_text: str, cblas_owner: str | None, preload: _blas.Preloa
     if bundled:
         return BlasInfo("reference", "reference BLAS bundled with mlx", bundled[0], True,
                         "no cblas_sgemm in the global scope; mlx's own BLAS is mapped",
-                        _reference_fix(preload, machine), "bundled with mlx")
+                        _reference_fix(preload, machine), "mlx's wheel")
     return BlasInfo("unknown", "unknown", None, False, "no BLAS library found among the mapped libraries")
 
 

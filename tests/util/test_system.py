@@ -48,7 +48,7 @@ def test_the_bundled_reference_blas_is_detected_and_the_fix_printed():
     # numpy's own OpenBLAS (prefixed symbols) is mapped too, and must not be taken for MLX's
     info = classify_blas(maps(NUMPY_OPENBLAS, BUNDLED), cblas_owner=None, preload=NOTHING_FOUND, system="linux",
                          machine="x86_64")
-    assert (info.kind, info.slow, info.library, info.source) == ("reference", True, BUNDLED, "bundled with mlx")
+    assert (info.kind, info.slow, info.library, info.source) == ("reference", True, BUNDLED, "mlx's wheel")
     assert WHEEL_FIX in info.fix and "bundled with mlx" in info.name
     # no BLAS wheel for aarch64: the system's OpenBLAS is the fix there
     arm = classify_blas(maps(BUNDLED), None, NOTHING_FOUND, "linux", machine="aarch64")

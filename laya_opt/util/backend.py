@@ -50,15 +50,15 @@ def backend_problem(system: str = sys.platform, backends: dict[str, str] | None 
     if not system.startswith("linux"):
         return None
     mlx_version = _version("mlx") if mlx_version is True else mlx_version
-    if mlx_version is None:
+    library_dirs = mlx_library_dirs() if library_dirs is None else library_dirs
+    if mlx_version is None and not library_dirs:  # neither installed nor importable
         return f"mlx is not installed. Install laya-opt with a backend: {INSTALL_HINT}"
     backends = installed_backends() if backends is None else backends
-    library_dirs = mlx_library_dirs() if library_dirs is None else library_dirs
     # A backend wheel or a libmlx.so (mlx built from source puts it there) means mlx.core can load.
     if backends or any((folder / "libmlx.so").exists() for folder in library_dirs):
         return None
-    return (f"mlx {mlx_version} is installed without a backend (on Linux plain mlx has no libmlx.so). "
-            f"Install laya-opt with one: {INSTALL_HINT}")
+    return (f"mlx {mlx_version or '(no version)'} is installed without a backend (on Linux plain mlx has no "
+            f"libmlx.so). Install laya-opt with one: {INSTALL_HINT}")
 
 
 def several_backends(backends: dict[str, str]) -> str | None:

@@ -1,6 +1,6 @@
 """Give MLX's CPU matmuls a fast BLAS on Linux: load one with RTLD_GLOBAL before `mlx.core` is imported.
 
-The Linux `mlx[cpu]` wheel bundles the reference BLAS, which makes fp32 matmul ~35x slower. A library
+The Linux `mlx[cpu]` wheel bundles the reference BLAS, which makes fp32 matmul over 10x slower. A library
 loaded with RTLD_GLOBAL before mlx.core is searched first when the dynamic linker binds MLX's
 `cblas_sgemm` (the effect of LD_PRELOAD, without an env var). The first candidate that loads wins:
 

@@ -32,7 +32,7 @@ class BlasInfo:
     kind: str                  # openblas | mkl | blis | accelerate | reference | unknown
     name: str                  # for people: "OpenBLAS", "reference BLAS bundled with mlx", ...
     library: str | None        # the shared library's path, when one was found
-    slow: bool                 # the reference BLAS: fp32 matmul ~50x slower
+    slow: bool                 # the reference BLAS: fp32 matmul over 10x slower
     evidence: str              # how it was found
     fix: str | None = None     # what to do when it is slow
     source: str | None = None  # where it came from: "wheel mkl 2026.2.1", "system", "LAYA_OPT_BLAS", ...
@@ -229,7 +229,7 @@ def doctor_report() -> dict:
     backends = installed_backends()
     problems = []
     if blas.slow and facts["backend"] == "cpu":
-        problems.append(f"MLX's CPU matmuls use the {blas.name} ({blas.library}): fp32 matmul is ~30x slower. "
+        problems.append(f"MLX's CPU matmuls use the {blas.name} ({blas.library}): fp32 matmul is over 10x slower. "
                         f"Fix: {blas.fix}")
     if several_backends(backends):
         problems.append(several_backends(backends))

@@ -16,11 +16,15 @@ of bad input are the types in `laya_opt.util.errors`.
 """
 from __future__ import annotations
 
-from laya_opt.util import blas as _blas  # noqa: F401  (must run before mlx.core is imported; see util/blas.py)
+from laya_opt.util.backend import require_backend
 from laya_opt.util.errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
                                   QuestionError, SchemaError, SuiteError)
+from laya_opt.util.version import VERSION as __version__
 
-from laya_opt.util.version import VERSION as __version__  # noqa: E402
+require_backend()  # Linux: stop here, naming the extras, when mlx has no backend (plain `pip install laya-opt`)
+
+from laya_opt.util import blas as _blas  # noqa: F401,E402  (must run before mlx.core is imported; see util/blas.py)
+
 __all__ = ["load", "apply", "run_pipeline", "benchmark", "load_suite", "passes", "LayaError", "InputError",
            "PassError", "CheckpointError", "ConfigError", "ExperimentError", "QuestionError", "SchemaError",
            "SuiteError", "__version__"]

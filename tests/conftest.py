@@ -5,8 +5,9 @@ import os
 
 # The suite runs in one worker process per core (pyproject addopts, pytest-xdist). OpenBLAS's own thread
 # pool per process would oversubscribe the cores: on the 2-core CI machine, 2 workers with 2 BLAS threads
-# each took 3m40 (1m47 of it in the kernel), with 1 thread each 2m50. Set before laya_opt loads OpenBLAS.
+# each took 3m40 (1m47 of it in the kernel), with 1 thread each 2m50. Set before laya_opt loads the BLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")  # the same for MKL, the `cpu` extra's BLAS on x86-64 Linux
 
 import pytest  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402

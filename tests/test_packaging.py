@@ -7,6 +7,7 @@ import shutil
 import site
 import subprocess
 import sys
+from importlib import metadata
 from importlib.metadata import version
 from pathlib import Path
 
@@ -84,30 +85,63 @@ def test_predict_and_a_smoke_experiment_run_from_an_unrelated_directory(installe
         ["accepted", "accepted"]
 
 
-def setup_module_requirements(environ):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("laya_setup", ROOT / "setup.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.requirements(environ)
-
-
-@pytest.mark.parametrize("backend, requirement", [(None, "mlx[cpu]"), ("cuda13", "mlx[cuda13]"),
-                                                  ("cuda12", "mlx[cuda12]")])
-def test_the_linux_mlx_backend_is_chosen_at_install_time(backend, requirement):
-    environ = {"LAYA_OPT_MLX": backend} if backend else {}
-    linux = [r for r in setup_module_requirements(environ) if r.startswith("mlx") and "linux" in r]
-    assert linux == [f"{requirement}>=0.30; sys_platform == 'linux'"]
-    with pytest.raises(SystemExit, match="LAYA_OPT_MLX='rocm': choose one of cpu, cuda12, cuda13"):
-        setup_module_requirements({"LAYA_OPT_MLX": "rocm"})
+def pyproject() -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pytest brings tomli
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
-def test_the_default_wheel_requires_the_cpu_backend_on_linux(installed):
+def test_the_metadata_is_static_with_no_install_time_switch():
+    project = pyproject()["project"]
+    assert "dependencies" not in project.get("dynamic", []) and not (ROOT / "setup.py").exists()
+    assert "LAYA_OPT_MLX" not in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_base_install_takes_plain_mlx_and_the_backends_are_mlxs_own_extras():
+    from packaging.requirements import Requirement
+
+    project = pyproject()["project"]
+    mlx = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "mlx"]
+    assert [(r.extras, r.marker) for r in mlx] == [(set(), None)]  # no backend: cpu and cuda would clash
+    extras = project["optional-dependencies"]
+    mlx_extras = set(metadata.metadata("mlx").get_all("Provides-Extra"))
+    for backend in ("cpu", "cuda12", "cuda13"):
+        (requirement,) = [Requirement(r) for r in extras[backend] if Requirement(r).name == "mlx"]
+        assert requirement.extras == {backend} and backend in mlx_extras  # named as mlx names them
+    assert any(Requirement(r).name == "ray" for r in extras["ray"])
+
+
+@pytest.mark.parametrize("system, machine, wanted", [("linux", "x86_64", True), ("linux", "aarch64", False),
+                                                     ("darwin", "arm64", False)])
+def test_the_cpu_extra_brings_mkl_on_x86_64_linux_only(system, machine, wanted):
+    from packaging.requirements import Requirement
+
+    (mkl,) = [Requirement(r) for r in pyproject()["project"]["optional-dependencies"]["cpu"]
+              if Requirement(r).name == "mkl"]
+    assert mkl.marker.evaluate({"sys_platform": system, "platform_machine": machine}) is wanted
+
+
+def test_the_installed_metadata_matches_pyproject():
+    requires = metadata.requires("laya-opt")
+    assert "mlx>=0.30" in requires and 'mlx[cpu]>=0.30; extra == "cpu"' in requires
+    assert 'mlx[cuda13]>=0.30; extra == "cuda13"' in requires and 'mlx[cuda12]>=0.30; extra == "cuda12"' in requires
+
+
+def test_the_wheel_declares_the_backend_extras(installed):
     bin_dir, _ = installed
-    done = subprocess.run([str(bin_dir / "python"), "-c", "from importlib.metadata import requires; "
-                           "print('\\n'.join(requires('laya-opt')))"], capture_output=True, text=True)
-    assert "mlx[cpu]>=0.30; sys_platform == \"linux\"" in done.stdout.splitlines()
+    done = subprocess.run([str(bin_dir / "python"), "-c", "from importlib.metadata import requires, metadata; "
+                           "print('\\n'.join(requires('laya-opt'))); "
+                           "print('\\n'.join(metadata('laya-opt').get_all('Provides-Extra')))"],
+                          capture_output=True, text=True)
+    from packaging.requirements import Requirement
+
+    lines = done.stdout.splitlines()
+    assert "mlx>=0.30" in lines and {"cpu", "cuda12", "cuda13", "ray", "dev"} <= set(lines)
+    (mkl,) = [Requirement(line) for line in lines if line.startswith("mkl")]
+    linux = {"sys_platform": "linux", "platform_machine": "x86_64"}
+    assert mkl.marker.evaluate({**linux, "extra": "cpu"}) and not mkl.marker.evaluate({**linux, "extra": "cuda13"})
 
 
 def test_the_reference_cache_hashes_the_installed_model_source(installed, tmp_path):

@@ -28,11 +28,17 @@ def report_lines(report: dict) -> list[str]:
     memory = report["memory"]
     device_memory = report["device_info"].get("memory_size")
     peers = ", ".join(f"{name} {version or 'not installed'}" for name, version in report["peers"].items())
+    backends = ", ".join(f"{name} {version}" for name, version in report["mlx_backends"].items())
+    preload = report["blas_preload"]
     lines = [f"laya-opt   {report['laya-opt']} (python {report['python']}, {report['platform']})",
              f"mlx        {report['mlx']}, backend {report['backend']}, default device {report['device']}"
-             + "".join(f", {key} {value}" for key, value in report["device_info"].items() if key != "memory_size"),
-             f"blas       {blas['name']}{' (SLOW)' if blas['slow'] else ''}: {blas['library'] or 'no library'}",
+             + "".join(f", {key} {value}" for key, value in report["device_info"].items() if key != "memory_size")
+             + (f"; backend wheel {backends}" if backends else ""),
+             f"blas       {blas['name']}{' (SLOW)' if blas['slow'] else ''}: {blas['library'] or 'no library'}"
+             + (f", from {blas['source']}" if blas.get("source") else ""),
              f"           {blas['evidence']}",
+             *[f"           not loaded: {f['path']} ({f['source']}): {f['error']}" for f in preload["failures"]],
+             *([f"           preload skipped: {preload['skipped']}"] if preload["skipped"] else []),
              f"memory     RAM {_bytes(memory['total_bytes'])} total, {_bytes(memory['available_bytes'])} available"
              + (f"; device {_bytes(int(device_memory))}" if device_memory else ""),
              *[f"packages   {line}" for line in _packages(report["packages"])],
@@ -49,9 +55,10 @@ def report_lines(report: dict) -> list[str]:
 def doctor(as_json: bool) -> None:
     """Report the MLX version and backend, the BLAS behind MLX's CPU matmuls, memory, and installed packages.
 
-    The BLAS is read from the loaded libraries and symbols, without timing anything; when MLX uses the
-    slow reference BLAS bundled with the Linux wheel, the fix is printed (`apt-get install -y
-    libopenblas0-pthread`). Exits 1 when a problem was found, 0 otherwise.
+    The BLAS is read from the loaded libraries and symbols, without timing anything, with where it came
+    from (the mkl wheel of the `cpu` extra, the system, LAYA_OPT_BLAS) and any library that failed to load;
+    when MLX uses the slow reference BLAS bundled with the Linux wheel, the fix is printed (`pip install
+    "laya-opt[cpu]"`). Exits 1 when a problem was found, 0 otherwise.
     """
     import mlx.core  # noqa: F401  (after laya_opt: the BLAS preload must come first; its libraries must be mapped)
 

@@ -17,7 +17,9 @@ from importlib import metadata
 from pathlib import Path
 
 from laya_opt.util import blas as _blas
+from laya_opt.util.backend import installed_backends, several_backends
 
+WHEEL_FIX = 'pip install "laya-opt[cpu]"'
 OPENBLAS_FIX = "apt-get install -y libopenblas0-pthread"
 # Optimised BLAS libraries by a word in their path; anything else named libblas/libcblas is the reference one.
 OPTIMISED_BLAS = {"openblas": "OpenBLAS", "mkl": "Intel MKL", "blis": "BLIS"}
@@ -30,9 +32,10 @@ class BlasInfo:
     kind: str                  # openblas | mkl | blis | accelerate | reference | unknown
     name: str                  # for people: "OpenBLAS", "reference BLAS bundled with mlx", ...
     library: str | None        # the shared library's path, when one was found
-    slow: bool                 # the reference BLAS: fp32 matmul ~50x slower
+    slow: bool                 # the reference BLAS: fp32 matmul over 10x slower
     evidence: str              # how it was found
     fix: str | None = None     # what to do when it is slow
+    source: str | None = None  # where it came from: "wheel mkl 2026.2.1", "system", "LAYA_OPT_BLAS", ...
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,35 +86,52 @@ def global_cblas_owner() -> str | None:
     return None
 
 
-def _reference_fix(preloaded: str | None) -> str:
-    if os.environ.get("LAYA_OPT_NO_BLAS_PRELOAD"):
-        return "unset LAYA_OPT_NO_BLAS_PRELOAD (it turns the OpenBLAS preload off)"
-    if any(os.path.exists(path) for path in _blas.CANDIDATES) and preloaded is None:
-        return "import laya_opt before mlx.core (OpenBLAS is installed but was not loaded first)"
-    return f"{OPENBLAS_FIX} (or LAYA_OPT_BLAS=/path/to/libopenblas.so.0); laya_opt then loads it before mlx.core"
+def _reference_fix(preload: _blas.Preload | None, machine: str | None = None) -> str:
+    machine = platform.machine() if machine is None else machine
+    if preload is not None and preload.skipped == "LAYA_OPT_NO_BLAS_PRELOAD is set":
+        return "unset LAYA_OPT_NO_BLAS_PRELOAD (it turns the BLAS preload off)"
+    if preload is not None and preload.skipped == "mlx.core was imported before laya_opt":
+        return "import laya_opt before mlx.core (a fast BLAS must be loaded first)"
+    if preload is not None and preload.failures:
+        candidate, error = preload.failures[0]
+        return f"{candidate.path} ({candidate.source}) did not load: {error}"
+    if machine in ("x86_64", "AMD64"):
+        return f"{WHEEL_FIX} (it installs MKL's wheel); laya_opt then loads it before mlx.core"
+    return f"{OPENBLAS_FIX} (no BLAS wheel for {machine}; or LAYA_OPT_BLAS=/path/to/libopenblas.so.0)"
 
 
-def classify_blas(maps_text: str, cblas_owner: str | None, preloaded: str | None = None,
-                  system: str = sys.platform) -> BlasInfo:
-    """The BLAS behind MLX's CPU matmuls, from the mapped libraries and the global `cblas_sgemm` owner.
+def _source(owner: str, preload: _blas.Preload | None) -> str | None:
+    loaded = preload.loaded if preload is not None else None
+    if loaded is not None and os.path.realpath(loaded.path) == os.path.realpath(owner):
+        return loaded.source
+    return None
+
+
+def classify_blas(maps_text: str, cblas_owner: str | None, preload: _blas.Preload | None = None,
+                  system: str = sys.platform, machine: str | None = None) -> BlasInfo:
+    """The BLAS behind MLX's CPU matmuls, from the mapped libraries and the global `cblas_sgemm` owner, and
+    where it came from (`preload`: what laya_opt loaded, and what failed to load).
 
     Pure: `doctor` and the tests hand in the process's own maps text and symbol owner, or simulated ones.
     """
     if system == "darwin":
-        return BlasInfo("accelerate", "Apple Accelerate", None, False, "macOS: mlx links the Accelerate framework")
+        return BlasInfo("accelerate", "Apple Accelerate", None, False, "macOS: mlx links the Accelerate framework",
+                        source="macOS")
     if cblas_owner:
         kind = blas_kind(cblas_owner)
-        how = f"cblas_sgemm resolves to {cblas_owner}" + (" (preloaded by laya_opt)" if preloaded else "")
+        source = _source(cblas_owner, preload)
+        how = f"cblas_sgemm resolves to {cblas_owner}" + (f" (preloaded by laya_opt: {source})" if source else "")
         if kind in OPTIMISED_BLAS:
-            return BlasInfo(kind, OPTIMISED_BLAS[kind], cblas_owner, False, how)
+            return BlasInfo(kind, OPTIMISED_BLAS[kind], cblas_owner, False, how, source=source)
         slow = kind == "reference"
         return BlasInfo(kind, "reference BLAS" if slow else "unrecognised BLAS", cblas_owner, slow, how,
-                        _reference_fix(preloaded) if slow else None)
+                        _reference_fix(preload, machine) if slow else None, source)
     bundled = [path for path in mapped_libraries(maps_text)
                if blas_kind(path) == "reference" and "mlx" in path.lower()]
     if bundled:
         return BlasInfo("reference", "reference BLAS bundled with mlx", bundled[0], True,
-                        "no cblas_sgemm in the global scope; mlx's own BLAS is mapped", _reference_fix(preloaded))
+                        "no cblas_sgemm in the global scope; mlx's own BLAS is mapped",
+                        _reference_fix(preload, machine), "mlx's wheel")
     return BlasInfo("unknown", "unknown", None, False, "no BLAS library found among the mapped libraries")
 
 
@@ -119,7 +139,7 @@ def detect_blas() -> BlasInfo:
     """This process's BLAS (import laya_opt, and with it mlx.core, first)."""
     maps = Path("/proc/self/maps")
     text = maps.read_text(encoding="utf-8", errors="replace") if maps.exists() else ""
-    return classify_blas(text, global_cblas_owner(), _blas.LOADED)
+    return classify_blas(text, global_cblas_owner(), _blas.PRELOAD)
 
 
 def mlx_backend() -> str:
@@ -206,13 +226,25 @@ def doctor_report() -> dict:
     facts = device_facts()
     packages = declared_packages()
     peers = {name: package_version(name) for name in PEERS}
+    backends = installed_backends()
     problems = []
     if blas.slow and facts["backend"] == "cpu":
-        problems.append(f"MLX's CPU matmuls use the {blas.name} ({blas.library}): fp32 matmul is ~50x slower. "
+        problems.append(f"MLX's CPU matmuls use the {blas.name} ({blas.library}): fp32 matmul is over 10x slower. "
                         f"Fix: {blas.fix}")
+    if several_backends(backends):
+        problems.append(several_backends(backends))
     missing = [name for name, version in packages.get("required", {}).items() if version is None]
     if missing:
         problems.append(f"required package(s) not installed: {', '.join(missing)}")
     return {"laya-opt": package_version("laya-opt"), "python": sys.version.split()[0],
-            "platform": platform.platform(), **facts, "blas": blas.to_json(), "memory": system_memory(),
-            "packages": packages, "peers": peers, "problems": problems}
+            "platform": platform.platform(), **facts, "mlx_backends": backends, "blas": blas.to_json(),
+            "blas_preload": preload_json(_blas.PRELOAD), "memory": system_memory(), "packages": packages,
+            "peers": peers, "problems": problems}
+
+
+def preload_json(preload: _blas.Preload) -> dict:
+    """What laya_opt's BLAS preload loaded, from where, and what it tried that did not load."""
+    loaded = preload.loaded
+    return {"loaded": loaded.path if loaded else None, "source": loaded.source if loaded else None,
+            "skipped": preload.skipped,
+            "failures": [{"path": c.path, "source": c.source, "error": error} for c, error in preload.failures]}

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -137,6 +140,30 @@ def test_a_changed_mlx_version_backend_device_or_blas_never_reuses_an_entry(chan
         other[section][name] = value
     assert key_for(reference, tiny_checkpoint_dir, REQUESTS, other).digest != \
         key_for(reference, tiny_checkpoint_dir, REQUESTS, platform).digest
+
+
+def test_a_changed_blas_thread_count_never_reuses_an_entry(reference, tiny_checkpoint_dir, platform, monkeypatch):
+    # OpenBLAS splits a matmul by thread count: the stand-in's smoke outputs differ in their last bits between
+    # 1 and 2 threads, and a reused entry then fails the bit-exact re-run of stage 0 (Ray workers run 1 thread)
+    digests = set()
+    for threads in (1, 2):
+        monkeypatch.setattr(refcache, "blas_threads", lambda threads=threads: threads)
+        key = key_for(reference, tiny_checkpoint_dir, REQUESTS, platform)
+        assert key.components["blas_threads"] == (threads if platform["backend"] == "cpu" else None)
+        digests.add(key.digest)
+    assert len(digests) == (2 if platform["backend"] == "cpu" else 1)
+
+
+def test_blas_threads_reads_the_thread_count_of_the_loaded_openblas():
+    from laya_opt.util import blas
+
+    if not blas.LOADED:
+        pytest.skip("OpenBLAS is not preloaded in this process")
+    script = "import laya_opt\nfrom laya_opt.runs.refcache import blas_threads\nprint(blas_threads())"
+    for threads in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": threads})
+        assert done.stdout.strip() == threads
 
 
 def test_the_source_digest_covers_the_model_code_and_sees_an_edit(reference, tiny_checkpoint_dir, platform,

@@ -149,6 +149,31 @@ class SweepSearch(OptunaSearch):
         self._on_complete()
 
 
+def run_trials(tune, sweep: Sweep, study, count: int | None, devices: int, resources: dict, deadline: float | None,
+               say: Callable[[str], None], progress: Callable[[], None] | None) -> None:
+    """Up to `count` trials (None: until the deadline) under Tune, at most one per device at a time."""
+    job = {"sweep_file": str(sweep.source.resolve()), "output_dir": str(sweep.output_dir.resolve()),
+           "cwd": os.getcwd(), "deadline": deadline, "metrics": list(sweep.objectives),
+           "placeholder": [0.0] * len(sweep.objectives),
+           "env": {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)}}
+    search = SweepSearch(sweep, study, deadline, say, progress or (lambda: None))
+    # Tune's console table repeats the progress lines (its legacy reporter honours verbose=0); its own
+    # bookkeeping goes in a hidden scratch directory, removed at the end (the study is the record).
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    scratch = Path(tempfile.mkdtemp(prefix=".ray-", dir=sweep.results_dir)).resolve()
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(ray_trial, job=job), resources),
+            tune_config=tune.TuneConfig(search_alg=search, num_samples=-1 if count is None else count,
+                                        max_concurrent_trials=devices, reuse_actors=True),
+            run_config=tune.RunConfig(name="sweep", storage_path=str(scratch), verbose=0))
+        for result in tuner.fit():
+            if result.error is not None:
+                say(f"a Ray trial failed: {type(result.error).__name__}: {result.error}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def run_sweep_ray(sweep: Sweep, *, resume: bool = False, address: str | None = None,
                   say: Callable[[str], None] = lambda message: None,
                   on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
@@ -158,49 +183,34 @@ def run_sweep_ray(sweep: Sweep, *, resume: bool = False, address: str | None = N
     ray, tune, _ = ray_modules()  # a clear error before anything is written when Ray is missing
     optuna_module()
     resources, device = device_resources()
-    create = prepare_directory(sweep, resume)
-    started = clock()
-    deadline = None if sweep.minutes is None else started + sweep.minutes * 60
-    with sweep_lock(sweep.results_dir):
-        study = open_study(sweep, create)
-        if not create:
-            recover(study, sweep, say)
-        count = trials_to_run(study, sweep, max_trials)
-        if count == 0:
-            say("nothing left to run")
-            return report(sweep)
-        owned = not ray.is_initialized()
-        if owned:
+    owned = not ray.is_initialized()
+    if owned:  # joined before the sweep's directory is touched: a wrong address leaves nothing behind
+        try:
             ray.init(address=address, log_to_driver=False, logging_level="warning",
                      **({} if address else {"include_dashboard": False}))
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InputError(f"--ray {address or '(local)'}: cannot start or join Ray: {exc}") from None
+    try:
         devices = int(ray.cluster_resources().get(device, 0))
         if devices < 1:
             raise InputError(f"--ray: the Ray cluster has no {device} for a trial ({device} is MLX's default "
                              "device here)")
-        say(f"Ray: {devices} {device} worker(s), one trial per {device}")
-        job = {"sweep_file": str(sweep.source.resolve()), "output_dir": str(sweep.output_dir.resolve()),
-               "cwd": os.getcwd(), "deadline": deadline, "metrics": list(sweep.objectives),
-               "placeholder": [0.0] * len(sweep.objectives),
-               "env": {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)}}
-        progress = (lambda: None) if on_trial is None else (
-            lambda: on_trial(trial_rows(study), sweep, clock() - started))
-        search = SweepSearch(sweep, study, deadline, say, progress)
-        # Tune's console table repeats the progress lines (its legacy reporter honours verbose=0); its own
-        # bookkeeping goes in a hidden scratch directory, removed at the end (the study is the record).
-        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        scratch = Path(tempfile.mkdtemp(prefix=".ray-", dir=sweep.results_dir)).resolve()
-        try:
-            tuner = tune.Tuner(
-                tune.with_resources(tune.with_parameters(ray_trial, job=job), resources),
-                tune_config=tune.TuneConfig(search_alg=search, num_samples=-1 if count is None else count,
-                                            max_concurrent_trials=devices, reuse_actors=True),
-                run_config=tune.RunConfig(name="sweep", storage_path=str(scratch), verbose=0))
-            results = tuner.fit()
-            for result in results:
-                if result.error is not None:
-                    say(f"a Ray trial failed: {type(result.error).__name__}: {result.error}")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-            if owned:
-                ray.shutdown()
+        create = prepare_directory(sweep, resume)
+        started = clock()
+        deadline = None if sweep.minutes is None else started + sweep.minutes * 60
+        with sweep_lock(sweep.results_dir):
+            study = open_study(sweep, create)
+            if not create:
+                recover(study, sweep, say)
+            count = trials_to_run(study, sweep, max_trials)
+            if count == 0:
+                say("nothing left to run")
+            else:
+                say(f"Ray: {devices} {device} worker(s), one trial per {device}")
+                run_trials(tune, sweep, study, count, devices, resources, deadline, say,
+                           None if on_trial is None else lambda: on_trial(trial_rows(study), sweep,
+                                                                          clock() - started))
+    finally:
+        if owned:
+            ray.shutdown()
     return report(sweep)

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -196,3 +201,36 @@ def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_agai
     assert sorted(row["settings"]["noisy_scorer.scale"] for row in rows[1:]) == [0.0, 5.0]  # each point once
     assert outcome.frontier["counts"]["cut"] == 1 and outcome.frontier["best"] is not None
     assert run_sweep(sweep, resume=True).rows == rows  # nothing left: the grid is done, nothing runs twice
+
+
+def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_path, base_file):
+    marker = tmp_path / "waiting"
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
+    base_file.write_text(yaml.safe_dump(raw))
+    path = write_sweep(tmp_path, base_file)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # fake_passes, the plugin the base experiment names
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
+    sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():  # the first trial is inside its wait pass: its reference is done, nothing published
+            assert sweeping.poll() is None, sweeping.stderr.read()
+            assert time.monotonic() < deadline, "the sweep never reached its first trial's wait pass"
+            time.sleep(0.1)
+        os.kill(sweeping.pid, signal.SIGKILL)
+    finally:
+        sweeping.kill()
+        sweeping.communicate(timeout=60)
+    sweep = load_sweep(path)
+    assert [row["state"] for row in trial_rows(open_study(sweep, create=False))] == ["RUNNING"]
+
+    raw["passes"][-1]["config"]["seconds"] = 0.0  # the resumed trials do not wait
+    base_file.write_text(yaml.safe_dump(raw))
+    outcome = run_sweep(sweep, resume=True)
+    assert [(row["number"], row["state"]) for row in outcome.rows] == [(0, "FAIL"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert outcome.rows[1]["settings"] == outcome.rows[0]["settings"]  # the killed trial's settings, run again
+    assert sorted(row["settings"]["noisy_scorer.scale"] for row in outcome.rows[1:]) == [0.0, 5.0]
+    left = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
+    assert len(left) == 2 and not [name for name in left if name.startswith(".")]  # the killed staging is gone

@@ -47,6 +47,17 @@ def optuna_module():
     return optuna
 
 
+def ray_modules():
+    """(ray, tune, OptunaSearch), or the InputError `--ray` answers with when Ray Tune is not installed."""
+    try:
+        import ray
+        from ray import tune
+        from ray.tune.search.optuna import OptunaSearch
+    except ImportError:
+        raise InputError("--ray needs Ray Tune: pip install 'laya-opt[ray]'") from None
+    return ray, tune, OptunaSearch
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Settings -> an experiment
 
@@ -483,8 +494,6 @@ def choose_backend(ray: str | None, backend: str | None, ray_address: str | None
 
 def check_backend(backend: str) -> None:
     if backend == "ray":
-        from laya_opt.runs.sweep_ray import ray_modules
-
         ray_modules()
     elif backend != "optuna":
         raise ExperimentError(f"--backend: unknown backend {backend!r}")

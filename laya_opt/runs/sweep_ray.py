@@ -29,24 +29,14 @@ from typing import Any, Callable
 
 from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_run, execute_trial,
                                  note_payload, objective_values, open_study, optuna_module, prepare_directory,
-                                 recover, report, suggest, sweep_lock, tell, trial_rows, trials_to_run)
+                                 ray_modules, recover, report, suggest, sweep_lock, tell, trial_rows,
+                                 trials_to_run)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
 
 # Keys of a Tune trial's config (beside the Optuna parameters) and of what a worker reports.
 NUMBER, SETTINGS, REUSE, PAYLOAD = "laya_trial", "laya_settings", "laya_reuse", "laya_payload"
 ENV_PREFIX = "LAYA_OPT_"
-
-
-def ray_modules():
-    """(ray, tune, OptunaSearch), or the InputError `--ray` answers with when Ray Tune is not installed."""
-    try:
-        import ray
-        from ray import tune
-        from ray.tune.search.optuna import OptunaSearch
-    except ImportError:
-        raise InputError("--ray needs Ray Tune: pip install 'laya-opt[ray]'") from None
-    return ray, tune, OptunaSearch
 
 
 def device_resources() -> tuple[dict[str, float], str]:

@@ -2,8 +2,9 @@
 
 The driver (this process) holds the sweep's journal study, as the embedded runner does. Ray Tune's
 `OptunaSearch` is given that study's storage, name and the sweep's sampler, so every trial it asks is a row
-of the same study with the same number the embedded runner would give it (asked in order, in the
-driver); the trial's settings, number and job go to a Ray worker that runs the embedded runner's trial
+of the same study, numbered in asking order in the driver as the embedded runner numbers its trials (with
+the grid sampler, trial N is the same grid point in both; TPE proposes while trials still run, so its
+points can differ); the trial's settings, number and job go to a Ray worker that runs the embedded runner's trial
 (`sweep.execute_trial`: a normal gated run published under `trials/<name>-tNNNN-<UTC>/`), and the driver
 records what it reports on that study row. The frontier, best.yaml and `--report` are therefore the
 embedded run's. Each trial holds one whole device: `{"gpu": 1}` when MLX's default device is a GPU, one

@@ -34,6 +34,7 @@ from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler,
                                  trials_to_run)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
+from laya_opt.util.system import mlx_backend
 
 # Keys of a Tune trial's config (beside the Optuna parameters) and of what a worker reports.
 NUMBER, SETTINGS, REUSE, PAYLOAD = "laya_trial", "laya_settings", "laya_reuse", "laya_payload"
@@ -176,16 +177,18 @@ def run_sweep_ray(sweep: Sweep, *, resume: bool = False, address: str | None = N
     resources, device = device_resources()
     owned = not ray.is_initialized()
     if owned:  # joined before the sweep's directory is touched: a wrong address leaves nothing behind
+        local = {"include_dashboard": False}
+        if device == "GPU" and mlx_backend() == "metal":
+            local["num_gpus"] = 1  # Ray detects CUDA GPUs only; a Mac's one GPU is declared here
         try:
-            ray.init(address=address, log_to_driver=False, logging_level="warning",
-                     **({} if address else {"include_dashboard": False}))
+            ray.init(address=address, log_to_driver=False, logging_level="warning", **({} if address else local))
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InputError(f"--ray {address or '(local)'}: cannot start or join Ray: {exc}") from None
     try:
         devices = int(ray.cluster_resources().get(device, 0))
         if devices < 1:
             raise InputError(f"--ray: the Ray cluster has no {device} for a trial ({device} is MLX's default "
-                             "device here)")
+                             "device here; a Mac's GPU is declared with `ray start --num-gpus=1`)")
         create = prepare_directory(sweep, resume)
         started = clock()
         deadline = None if sweep.minutes is None else started + sweep.minutes * 60

@@ -79,11 +79,14 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
         click.echo(json.dumps(outcome_json(outcome), indent=2))
         return
     counts = outcome.frontier["counts"]
-    cut = f", {counts['cut']} cut by the budget (--resume runs them again)" if counts.get("cut") else ""
+    cut = f", {counts['cut']} cut by the budget" if counts.get("cut") else ""
     console.print(f"{counts['trials']} trials: {counts['complete']} run, {counts['passed']} passed, "
                   f"{counts['pruned']} pruned{cut}; front: {outcome.frontier['front'] or 'empty'}", highlight=False)
     if outcome.best_yaml is not None:
         console.print(f"[green]best: trial {outcome.frontier['best']}[/] -> {outcome.best_yaml}", highlight=False)
+    elif not counts["complete"] and counts.get("cut"):
+        console.print("[red]no trial finished before the budget ran out[/]; --resume (with minutes to spare) runs "
+                      "the cut trials' settings again", highlight=False)
     else:
         console.print(f"[red]no trial passed[/]; closest: {outcome.frontier['closest_failing']}", highlight=False)
     console.print(f"frontier: {outcome.results_dir / 'frontier.md'}", highlight=False)

@@ -98,8 +98,8 @@ def render_markdown(data: Mapping) -> str:
              "on the gating suite.", ""]
     cut = [str(row["number"]) for row in data["trials"] if row.get("cut")]
     if cut:
-        lines += [f"Cut by the budget before they finished (neither passed nor rejected; `--resume` runs their "
-                  f"settings again): trial{'s' if len(cut) > 1 else ''} {', '.join(cut)}.", ""]
+        lines += [f"Cut by the budget before they finished (neither passed nor rejected; their settings were "
+                  f"queued for the next `--resume`): trial{'s' if len(cut) > 1 else ''} {', '.join(cut)}.", ""]
     if data["best"] is not None:
         best = rows[data["best"]]
         lines += [f"**Best passing trial: {best['number']}** ({_settings(best)}): speed-up "

@@ -182,6 +182,7 @@ def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_agai
     result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "1 cut by the budget" in result.output and "trial 0 cut by the budget" in result.output
+    assert "no trial finished before the budget ran out" in result.output
     sweep = load_sweep(path)
     rows = trial_rows(open_study(sweep, create=False))
     assert [(row["state"], row["cut"], row["passed"]) for row in rows] == [("FAIL", True, False)]

@@ -4,8 +4,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -291,3 +293,41 @@ def test_concurrent_lookups_of_one_key_compute_it_once(reference, tiny_checkpoin
         thread.join()
     assert len(calls) == 1
     assert sorted(result.status for result in results) == ["computed", "hit", "hit"]
+
+
+KILLED_HOLDER = """
+import sys, time
+from pathlib import Path
+import laya_opt
+from laya_opt.runs import refcache
+
+def compute():
+    Path(sys.argv[2]).write_text("computing")  # holds the entry's lock from here on
+    time.sleep(120)
+
+refcache.cached_reference(refcache.make_key({"test": "killed holder"}), compute, Path(sys.argv[1]))
+"""
+
+
+def test_a_process_killed_while_computing_an_entry_leaves_it_unlocked_and_whole(reference, tmp_path):
+    """A Ray worker SIGKILLed mid-trial: the kernel drops its lock; the next process computes and stores the entry."""
+    marker = tmp_path / "computing"
+    holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, str(tmp_path), str(marker)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert holder.poll() is None, holder.stderr.read()
+            assert time.monotonic() < deadline, "the holder never started computing"
+            time.sleep(0.05)
+        os.kill(holder.pid, signal.SIGKILL)
+    finally:
+        holder.kill()
+        holder.communicate(timeout=60)
+    key = refcache.make_key({"test": "killed holder"})
+    counter = Counter(reference, REQUESTS)
+    result = cached_reference(key, counter, tmp_path)  # would wait forever on a lock the dead process kept
+    assert result.status == "computed" and counter.calls == 1
+    assert cached_reference(key, counter, tmp_path).status == "hit" and counter.calls == 1
+    assert [path.name for path in (tmp_path / "reference").iterdir() if not path.name.endswith(".lock")] == \
+        [entry_path(tmp_path, key).name]  # no partial entry left behind

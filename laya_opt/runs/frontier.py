@@ -2,7 +2,8 @@
 passing trial, and the files that show them (frontier.json, frontier.md, frontier.png).
 
 Rows are plain dicts (`sweep.trial_rows`): number, state, settings, passed, speedup, decision_changes,
-accuracy_delta, max_abs_dp, failed_gates, run_dir, note. A failing trial is on no front and is never best.
+accuracy_delta, max_abs_dp, failed_gates, cut, run_dir, note. A failing trial is on no front and is never best;
+a trial the budget cut (state FAIL, `cut`) is neither passed nor failed and is listed apart.
 """
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ def _settings(row: Mapping) -> str:
 
 
 def _verdict(row: Mapping) -> str:
+    if row.get("cut"):
+        return "cut (budget)"
     if row.get("state") != "COMPLETE":
         return row.get("state", "?").lower()
     return "pass" if row.get("passed") else "FAIL"
@@ -77,7 +80,8 @@ def frontier_data(sweep_name: str, rows: Sequence[Mapping], meta: Mapping) -> di
     return {"sweep": sweep_name, **meta,
             "counts": {"trials": len(rows), "complete": sum(r["state"] == "COMPLETE" for r in rows),
                        "passed": sum(bool(r.get("passed")) for r in rows),
-                       "pruned": sum(r["state"] == "PRUNED" for r in rows)},
+                       "pruned": sum(r["state"] == "PRUNED" for r in rows),
+                       "cut": sum(bool(r.get("cut")) for r in rows)},
             "front": [row["number"] for row in pareto_front(rows)],
             "best": None if best is None else best["number"],
             "closest_failing": [] if best is not None else [row["number"] for row in closest_failing(rows)],
@@ -92,6 +96,10 @@ def render_markdown(data: Mapping) -> str:
              f"{counts['pruned']} pruned before any weight loaded. Speed-up: {data.get('speedup_label', '')} "
              "against the reference (below 1 is slower); decision changes: argmax changes against the reference "
              "on the gating suite.", ""]
+    cut = [str(row["number"]) for row in data["trials"] if row.get("cut")]
+    if cut:
+        lines += [f"Cut by the budget before they finished (neither passed nor rejected; their settings were "
+                  f"queued for the next `--resume`): trial{'s' if len(cut) > 1 else ''} {', '.join(cut)}.", ""]
     if data["best"] is not None:
         best = rows[data["best"]]
         lines += [f"**Best passing trial: {best['number']}** ({_settings(best)}): speed-up "

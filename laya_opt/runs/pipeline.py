@@ -50,6 +50,11 @@ class PipelineError(PassError):
         super().__init__(message)
         self.partial = partial
 
+    def __reduce__(self):
+        # copy and pickle rebuild an exception from its args (the message alone); a Ray worker copies the
+        # exception a trial raised, and without `partial` that copy raised a TypeError instead
+        return type(self), (str(self), self.partial)
+
 
 def default_resolver(kind: str, name: str) -> Any:
     if kind != "requests":

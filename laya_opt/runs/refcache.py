@@ -9,7 +9,9 @@ key component is the same:
 - requests: the SHA-256 of the suite's requests (states, questions, labels, tags, record ids) and of the
   token tensors they prepare to (`bench.prepared_digest`);
 - reference: dtype, identity, planner and forward (the batch size moves the padding);
-- MLX version, backend, default device and the BLAS behind CPU matmuls;
+- MLX version, backend, default device and the BLAS behind CPU matmuls, with its thread count on the CPU
+  (OpenBLAS splits a matmul by thread count, which moves float32 rounding: 1 and 2 threads give different
+  bits, so a Ray worker's one-thread trial must not reuse a two-thread process's reference);
 - source: the SHA-256 of every laya_opt source file the evaluation imports, found by reading their
   imports (so it works from a wheel as from a checkout, and an edit to the model code is a miss).
 
@@ -23,6 +25,7 @@ marks its entry used), never the one just written.
 from __future__ import annotations
 
 import ast
+import ctypes
 import fcntl
 import gzip
 import hashlib
@@ -158,8 +161,23 @@ def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoin
         "backend": platform["backend"],
         "device": platform["device"],
         "blas": platform["blas"]["library"],
+        "blas_threads": blas_threads() if platform["backend"] == "cpu" else None,
         "source": source_digest(),
     })
+
+
+def blas_threads() -> int | None:
+    """The thread count of the BLAS in this process's global scope (OpenBLAS, MKL), or None when unknown."""
+    try:
+        scope = ctypes.CDLL(None)
+    except OSError:
+        return None
+    for name in ("openblas_get_num_threads", "MKL_Get_Max_Threads"):
+        getter = getattr(scope, name, None)
+        if getter is not None:
+            getter.restype = ctypes.c_int
+            return int(getter())
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------------

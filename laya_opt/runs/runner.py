@@ -40,7 +40,7 @@ from laya_opt.runs.history import append_run
 from laya_opt.runs.next_steps import next_steps
 from laya_opt.runs.pipeline import PipelineResult, StageResult, check_reference, evaluate_reference, suite_requests
 from laya_opt.runs.plots import available as plots_available, write_run_plots
-from laya_opt.util.progress import bar_tracker, silent
+from laya_opt.util.progress import bar_tracker, checked, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
 from laya_opt.runs.decision_table import console_decision_table
 from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line,
@@ -279,14 +279,25 @@ def record_history(manifest: dict, records: Sequence[dict], results_dir: Path, e
     return f"run {run_id} in the history"
 
 
+def _checked_say(say: Callable[[str], None], check: Callable[[], None]) -> Callable[[str], None]:
+    def checked_say(message: str) -> None:
+        check()
+        say(message)
+
+    return checked_say
+
+
 def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = None, requests: int | None = None,
                    bench: bool = True, allow_failed_gates: bool = False, show_progress: bool = False,
                    say: Callable[[str], None] = lambda message: None, now: datetime | None = None,
-                   cache: bool = True, history: bool = True) -> RunOutcome:
+                   cache: bool = True, history: bool = True, check: Callable[[], None] | None = None
+                   ) -> RunOutcome:
     """Check, load, gate every stage, benchmark the accepted ones and write the results directory atomically.
 
     `cache=False` evaluates the reference even when the reference cache holds its outputs;
-    `history=False` leaves the run out of the run history; `show_progress` draws progress bars.
+    `history=False` leaves the run out of the run history; `show_progress` draws progress bars. `check()`
+    is called before every progress message (between stages), every evaluated batch and every timed block;
+    what it raises abandons the run and nothing is published (a sweep's budget: `sweep.BudgetExhausted`).
     """
     started = now or datetime.now(timezone.utc)
     out_root = Path(output_dir) if output_dir is not None else experiment.output_dir
@@ -294,6 +305,8 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     if experiment.export is not None:
         check_export_free(experiment.export)
     track = bar_tracker() if show_progress else silent
+    if check is not None:
+        track, say = checked(track, check), _checked_say(say, check)
     say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint.path} as "
         f"{experiment.reference_dtype} (reference)")
     reference = load_reference(experiment, inputs)
@@ -316,7 +329,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
                 runtimes.update({stage_label(stage): stage.runtime for stage in timed})
                 say(f"benchmarking {len(runtimes)} runtimes on {', '.join(w.name for w in inputs.workloads)}")
                 bench_result = benchmark(REFERENCE_LABEL, runtimes, inputs.workloads, inputs.bench_config,
-                                         show_progress)
+                                         show_progress, check=check)
         exported = None
         if experiment.export is not None:
             exported = export_stage(experiment.export, result, experiment.registry)

@@ -11,6 +11,11 @@ Killed and resumed (`--resume`): a trial left RUNNING in the journal whose resul
 (killed between publishing and recording) is recorded from that directory; one without a directory is
 marked FAIL and its settings are queued again, so the resumed sweep ends with every trial once. Trial
 numbers go on from where the study stopped. A lock file keeps two sweeps off one study.
+
+Budget: `budget.minutes` is a deadline for this invocation. A trial still running when it passes is stopped at
+the next stage, evaluated batch or timed block (`run_experiment`'s `check`), nothing of it is published, and
+it is recorded FAIL with `cut: true` (neither passed nor rejected); its settings are queued, so `--resume`
+with time left runs them again under a new number.
 """
 from __future__ import annotations
 
@@ -40,6 +45,17 @@ def optuna_module():
         raise InputError("laya-opt sweep needs Optuna: pip install 'laya-opt[sweep]'") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
+
+
+def ray_modules():
+    """(ray, tune, OptunaSearch), or the InputError `--ray` answers with when Ray Tune is not installed."""
+    try:
+        import ray
+        from ray import tune
+        from ray.tune.search.optuna import OptunaSearch
+    except ImportError:
+        raise InputError("--ray needs Ray Tune: pip install 'laya-opt[ray]'") from None
+    return ray, tune, OptunaSearch
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -193,6 +209,17 @@ def published_run(sweep: Sweep, number: int) -> Path | None:
     return found[-1] if found and (found[-1] / "stages.jsonl").is_file() else None
 
 
+def tell(study, number: int, values=None, state=None) -> None:
+    """study.tell outside optimize(): the GridSampler stops the study after the last point with Study.stop(),
+    which raises RuntimeError there, after the trial's state is stored (optuna/optuna#5141); that one is no
+    failure."""
+    try:
+        study.tell(number, values, state=state)
+    except RuntimeError as exc:
+        if "Study.stop" not in str(exc):
+            raise
+
+
 def recover(study, sweep: Sweep, say: Callable[[str], None]) -> None:
     """Trials a killed sweep left RUNNING: recorded from their published directory, or failed and queued again."""
     optuna = optuna_module()
@@ -206,12 +233,14 @@ def recover(study, sweep: Sweep, say: Callable[[str], None]) -> None:
             for key, value in {**metrics, "run_dir": str(directory), "constraint": [0.0 if metrics["passed"]
                                                                                      else 1.0]}.items():
                 storage.set_trial_user_attr(trial._trial_id, key, value)
-            study.tell(trial.number, objective_values(metrics, sweep))
+            tell(study, trial.number, objective_values(metrics, sweep))
             say(f"trial {trial.number}: recorded from {directory.name} (published before the sweep stopped)")
         else:
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            note = "interrupted before its results were published; its settings run again"
+            storage.set_trial_user_attr(trial._trial_id, "note", note)
+            tell(study, trial.number, state=optuna.trial.TrialState.FAIL)
             study.enqueue_trial(dict(trial.params))
-            say(f"trial {trial.number}: interrupted before its results were published; its settings run again")
+            say(f"trial {trial.number}: {note}")
 
 
 @dataclass(frozen=True)
@@ -225,13 +254,17 @@ class SweepOutcome:
 def trial_rows(study) -> tuple[dict, ...]:
     rows = []
     for trial in study.get_trials(deepcopy=False):
+        if trial.state.name == "WAITING":  # queued settings (of a cut or interrupted trial): not run yet
+            continue
         attrs = trial.user_attrs
         rows.append({"number": trial.number, "state": trial.state.name, "settings": attrs.get("settings", {}),
                      "passed": bool(attrs.get("passed")) if trial.state.name == "COMPLETE" else False,
                      **{key: attrs.get(key) for key in ("speedup", "decision_changes", "accuracy_delta",
                                                         "max_abs_dp", "stage", "run_dir", "note")},
-                     "failed_gates": list(attrs.get("failed_gates") or ()),
-                     "seconds": None if trial.duration is None else trial.duration.total_seconds()})
+                     "failed_gates": list(attrs.get("failed_gates") or ()), "cut": bool(attrs.get("cut")),
+                     "seconds": None if trial.duration is None else trial.duration.total_seconds(),
+                     "completed": None if trial.datetime_complete is None else
+                     trial.datetime_complete.isoformat(timespec="seconds")})
     return tuple(rows)
 
 
@@ -261,32 +294,112 @@ def report(sweep: Sweep) -> SweepOutcome:
     return SweepOutcome(sweep.results_dir, rows, frontier, write_best(sweep, best_trial(rows)))
 
 
-def make_objective(sweep: Sweep, say: Callable[[str], None]):
-    optuna = optuna_module()
+class BudgetExhausted(BaseException):
+    """The sweep's minutes ran out while a trial was running. A BaseException, as KeyboardInterrupt is, so the
+    pipeline's and the benchmark's `except Exception` (a stage or runtime that raises is a failed stage or
+    a left-out cell) stop the run instead of recording a verdict."""
+
+
+class TrialCut(BaseException):
+    """Raised out of the embedded objective for a trial the budget cut: Optuna leaves the trial RUNNING for
+    `run_sweep` to close with `close_cut` (an Exception would be logged as a failed trial with a traceback)."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.number = number
+
+
+def clock() -> float:
+    """The budget's clock: wall-clock seconds, so Ray workers in other processes share the deadline (a module
+    function, so tests can move it)."""
+    return time.time()
+
+
+def budget_check(deadline: float | None) -> Callable[[], None] | None:
+    """`run_experiment`'s check for a deadline in `clock()` seconds."""
+    if deadline is None:
+        return None
+
+    def check() -> None:
+        if clock() >= deadline:
+            raise BudgetExhausted
+
+    return check
+
+
+RECORDED = ("passed", "failed_gates", "speedup", "decision_changes", "accuracy_delta", "max_abs_dp", "stage",
+            "run_dir", "constraint", "note", "cut")
+
+
+def execute_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, deadline: float | None = None,
+                  say: Callable[[str], None] = lambda message: None) -> dict:
+    """Run one trial's settings as a normal gated run (both backends): what the study records for it.
+
+    {"note": "pruned: ...", "pruned": True} when the contracts or prechecks refuse the settings (before any
+    weight loads); {"note": ..., "cut": True} when the deadline passed mid-run (nothing published); else the
+    run's metrics, run_dir and constraint."""
     from laya_opt.runs.runner import run_experiment
+
+    try:
+        experiment = trial_experiment(sweep, settings, trial_name(sweep, number))
+    except InputError as exc:
+        return {"pruned": True, "note": f"pruned: {exc}"}
+    try:
+        outcome = run_experiment(experiment, output_dir=sweep.results_dir / TRIALS, say=say,
+                                 check=budget_check(deadline))
+    except BudgetExhausted:
+        minutes = "" if sweep.minutes is None else f" ({sweep.minutes:g} min)"
+        return {"cut": True, "note": f"cut by the budget{minutes} before it finished; its settings are queued "
+                                     "for --resume"}
+    metrics = run_metrics(outcome.records, sweep)
+    return {**metrics, "run_dir": str(outcome.results_dir), "constraint": [0.0 if metrics["passed"] else 1.0]}
+
+
+def note_payload(trial, payload: Mapping[str, Any]) -> None:
+    """The payload's recorded keys as the trial's user attributes (an optuna Trial, in its objective or asked)."""
+    for key in RECORDED:
+        if key in payload:
+            trial.set_user_attr(key, payload[key])
+
+
+def earlier_run(study, settings: Mapping[str, Any]) -> tuple[dict, list[float]] | None:
+    """(payload, values) of a finished trial with these settings: a sampler may propose a point twice."""
+    optuna = optuna_module()
+    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if earlier.user_attrs.get("settings") == settings:
+            payload = {key: earlier.user_attrs.get(key) for key in RECORDED if key not in ("note", "cut")}
+            payload["note"] = f"same settings as trial {earlier.number}: its run is reused"
+            return payload, list(earlier.values)
+    return None
+
+
+def close_cut(study, number: int, say: Callable[[str], None]) -> None:
+    """A trial the budget cut: FAIL (never passed or rejected) and its settings queued for the next invocation."""
+    optuna = optuna_module()
+    trial = next(trial for trial in study.get_trials(deepcopy=False) if trial.number == number)
+    tell(study, number, state=optuna.trial.TrialState.FAIL)
+    study.enqueue_trial(dict(trial.params))
+    say(f"trial {number}: cut by the budget; its settings are queued (--resume runs them again)")
+
+
+def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | None = None):
+    optuna = optuna_module()
 
     def objective(trial):
         settings = suggest(trial, sweep.params)
         trial.set_user_attr("settings", settings)
-        try:
-            experiment = trial_experiment(sweep, settings, trial_name(sweep, trial.number))
-        except InputError as exc:
-            trial.set_user_attr("note", f"pruned: {exc}")
-            say(f"trial {trial.number}: pruned before any weight loaded ({exc})")
-            raise optuna.TrialPruned(str(exc)) from None
-        for earlier in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if earlier.user_attrs.get("settings") == settings:  # a sampler may propose a point twice
-                for key in ("passed", "failed_gates", "speedup", "decision_changes", "accuracy_delta", "max_abs_dp",
-                            "stage", "run_dir", "constraint"):
-                    trial.set_user_attr(key, earlier.user_attrs.get(key))
-                trial.set_user_attr("note", f"same settings as trial {earlier.number}: its run is reused")
-                return list(earlier.values)
-        outcome = run_experiment(experiment, output_dir=sweep.results_dir / TRIALS, say=say)
-        metrics = run_metrics(outcome.records, sweep)
-        for key, value in {**metrics, "run_dir": str(outcome.results_dir),
-                           "constraint": [0.0 if metrics["passed"] else 1.0]}.items():
-            trial.set_user_attr(key, value)
-        return objective_values(metrics, sweep)
+        reused = earlier_run(trial.study, settings)
+        if reused is not None:
+            note_payload(trial, reused[0])
+            return reused[1]
+        payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
+        note_payload(trial, payload)
+        if payload.get("pruned"):
+            say(f"trial {trial.number}: {payload['note']}")
+            raise optuna.TrialPruned(payload["note"])
+        if payload.get("cut"):
+            raise TrialCut(trial.number)
+        return objective_values(payload, sweep)
 
     return objective
 
@@ -300,6 +413,31 @@ def remaining_trials(study, sweep: Sweep) -> int | None:
     return max(0, sweep.max_trials - done)
 
 
+def grid_left(study, sweep: Sweep) -> int:
+    """Grid points no finished trial took (the GridSampler's view: a FAIL takes its point), plus the queued
+    trials (a cut or interrupted trial's settings), which run before any new point."""
+    optuna = optuna_module()
+    visited, waiting = set(), 0
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state == optuna.trial.TrialState.WAITING:
+            waiting += 1
+        elif trial.state.is_finished() and "grid_id" in trial.system_attrs:
+            visited.add(trial.system_attrs["grid_id"])
+    return sweep.grid_size() - len(visited) + waiting
+
+
+def trials_to_run(study, sweep: Sweep, max_trials: int | None = None) -> int | None:
+    """How many trials this invocation may start: the trial budget left, capped by `max_trials` and, for the
+    grid, by the points left; None: no count (a minutes-only budget decides)."""
+    remaining = remaining_trials(study, sweep)
+    if max_trials is not None:
+        remaining = max_trials if remaining is None else min(remaining, max_trials)
+    if sweep.sampler == "grid":
+        left = grid_left(study, sweep)
+        remaining = left if remaining is None else min(remaining, left)
+    return remaining
+
+
 def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] = lambda message: None,
               on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
               max_trials: int | None = None) -> SweepOutcome:
@@ -308,23 +446,32 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] 
     `max_trials` caps the trials of this invocation (tests; a partial run then `--resume`)."""
     optuna_module()  # a clear error before anything is written when Optuna is missing
     create = prepare_directory(sweep, resume)
-    started = time.monotonic()
+    started = clock()
     deadline = None if sweep.minutes is None else started + sweep.minutes * 60
     with sweep_lock(sweep.results_dir):
         study = open_study(sweep, create)
         if not create:
             recover(study, sweep, say)
-        remaining = remaining_trials(study, sweep)
-        if max_trials is not None:
-            remaining = max_trials if remaining is None else min(remaining, max_trials)
-        callbacks = [] if on_trial is None else [
-            lambda study, trial: on_trial(trial_rows(study), sweep, time.monotonic() - started)]
-        if sweep.sampler == "grid" and create_sampler(sweep).is_exhausted(study):
-            say("the grid is exhausted; nothing left to run")
-        elif remaining != 0:
-            study.optimize(make_objective(sweep, say), n_trials=remaining,
-                           timeout=None if deadline is None else max(0.0, deadline - time.monotonic()),
-                           callbacks=callbacks, catch=())
+        count = trials_to_run(study, sweep, max_trials)
+        if count == 0:
+            say("nothing left to run: " + ("the grid is exhausted" if sweep.sampler == "grid" and
+                                          grid_left(study, sweep) == 0 else "the trial budget is spent"))
+        objective = make_objective(sweep, say, deadline)
+        done = 0
+        # One optimize() per trial: the deadline is checked before each, and a cut trial ends the invocation.
+        while count is None or done < count:
+            if deadline is not None and clock() >= deadline:
+                say(f"budget: {sweep.minutes:g} min spent; --resume continues")
+                break
+            try:
+                study.optimize(objective, n_trials=1, catch=())
+            except TrialCut as cut:
+                close_cut(study, cut.number, say)
+                break
+            finally:
+                if on_trial is not None:
+                    on_trial(trial_rows(study), sweep, clock() - started)
+            done += 1
     return report(sweep)
 
 
@@ -334,12 +481,19 @@ def outcome_json(outcome: SweepOutcome) -> dict:
                                   "best_yaml": None if outcome.best_yaml is None else str(outcome.best_yaml)}))
 
 
+def choose_backend(ray: str | None, backend: str | None, ray_address: str | None) -> tuple[str, str | None]:
+    """(backend, Ray address or None for a local instance) from `--ray [ADDRESS]`, `--backend`, `--ray-address`."""
+    if ray is not None or ray_address is not None:
+        if backend == "optuna":
+            raise InputError("--backend optuna: --ray and --ray-address run on Ray; give one or the other")
+        if ray and ray_address and ray != ray_address:
+            raise InputError(f"--ray {ray} and --ray-address {ray_address}: two different clusters")
+        return "ray", ray or ray_address or None
+    return backend or "optuna", None
+
+
 def check_backend(backend: str) -> None:
     if backend == "ray":
-        try:
-            import ray  # noqa: F401
-            from ray import tune  # noqa: F401
-        except ImportError:
-            raise InputError("--backend ray needs Ray Tune: pip install 'laya-opt[ray]'") from None
+        ray_modules()
     elif backend != "optuna":
         raise ExperimentError(f"--backend: unknown backend {backend!r}")

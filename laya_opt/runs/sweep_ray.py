@@ -1,99 +1,210 @@
-"""`laya-opt sweep --backend ray`: the sweep's trials in parallel under Ray Tune, Optuna still the sampler.
+"""`laya-opt sweep --ray [ADDRESS]`: the sweep's trials in parallel under Ray Tune, Optuna still the sampler.
 
-Each Ray trial runs the embedded sweep's trial path (`sweep.trial_experiment` and `runner.run_experiment`)
-in a worker holding one whole device ({"gpu": 1} on CUDA, one CPU otherwise); the reference cache's
-per-entry lock makes the workers share one reference evaluation. Ray Tune's OptunaSearch samples with the
-sweep's sampler; every finished trial is then added to the sweep's own journal study, so the frontier,
-best.yaml and `--report` are the embedded run's. Parallel trials share the machine, so their timings are
-noisier than the embedded runner's one-at-a-time trials. `--resume` is not supported on Ray (a new study
-continues numbering after the trials already in the journal).
+The driver (this process) holds the sweep's journal study, as the embedded runner does. Ray Tune's
+`OptunaSearch` is given that study's storage, name and the sweep's sampler, so every trial it asks is a row
+of the same study, numbered in asking order in the driver as the embedded runner numbers its trials (with
+the grid sampler, trial N is the same grid point in both; TPE proposes while trials still run, so its
+points can differ); the trial's settings, number and job go to a Ray worker that runs the embedded runner's trial
+(`sweep.execute_trial`: a normal gated run published under `trials/<name>-tNNNN-<UTC>/`), and the driver
+records what it reports on that study row. The frontier, best.yaml and `--report` are therefore the
+embedded run's. Each trial holds one whole device: `{"gpu": 1}` when MLX's default device is a GPU, one
+CPU otherwise; at most as many trials run at once as the cluster has devices. Parallel trials share the
+machine, so their timings are noisier than the embedded runner's one-at-a-time trials.
+
+Workers share the reference cache (a per-entry lock: the reference is evaluated once) and the run history
+(SQLite in WAL mode): the driver's LAYA_OPT_* variables and working directory are handed to every trial.
+On a cluster of several machines, the sweep's output_dir (and the cache, for sharing) must be on a
+filesystem every node mounts. `--resume` works as it does embedded: RUNNING trials are recovered, queued
+settings run first, finished trials are never run again. The budget's deadline is the same wall-clock
+instant in every worker; no trial starts after it, and a running one is cut (`sweep.BudgetExhausted`).
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
 
-from laya_opt.runs.sweep import (TRIALS, create_sampler, objective_values, open_study, prepare_directory, report,
-                                 run_metrics, suggest, trial_experiment, trial_name)
+from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_run, execute_trial,
+                                 note_payload, objective_values, open_study, optuna_module, prepare_directory,
+                                 ray_modules, recover, report, suggest, sweep_lock, tell, trial_rows,
+                                 trials_to_run)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
+from laya_opt.util.system import mlx_backend
+
+# Keys of a Tune trial's config (beside the Optuna parameters) and of what a worker reports.
+NUMBER, SETTINGS, REUSE, PAYLOAD = "laya_trial", "laya_settings", "laya_reuse", "laya_payload"
+ENV_PREFIX = "LAYA_OPT_"
 
 
-def ray_trial(config: dict) -> dict:
-    """One trial in a Ray worker: the settings OptunaSearch sampled, run as a normal gated run."""
-    from laya_opt.runs.runner import run_experiment
+def device_resources() -> tuple[dict[str, float], str]:
+    """One whole device per trial: a GPU when MLX's default device is one, else one CPU; and Ray's name for it."""
+    import mlx.core as mx
 
-    sweep = load_sweep(config["sweep_file"])
-    settings, number = config["settings"], config["number"]
+    if mx.default_device().type == mx.DeviceType.gpu:
+        return {"gpu": 1}, "GPU"
+    return {"cpu": 1}, "CPU"
+
+
+def ray_trial(config: dict, job: dict) -> None:
+    """One trial in a Ray worker: the settings the driver asked the study for, run as the embedded runner runs
+    them; reports the payload the driver records (and the objectives, which Tune requires in every result)."""
+    from ray import tune
+
+    os.environ.update(job["env"])
+    os.chdir(job["cwd"])  # Tune starts a trial in its own directory; the sweep's relative paths are the driver's
+    if config.get(REUSE):
+        payload: dict[str, Any] = {"reused": True}  # the driver copies the earlier trial's record
+    else:
+        sweep = dataclasses.replace(load_sweep(job["sweep_file"]), output_dir=Path(job["output_dir"]))
+        payload = execute_trial(sweep, config[SETTINGS], config[NUMBER], deadline=job["deadline"])
+    # as JSON text: Tune flattens nested results before the searcher sees them
+    tune.report({**dict(zip(job["metrics"], job["placeholder"])), PAYLOAD: json.dumps(payload)})
+
+
+try:  # Ray is an optional extra: without it the class below is never used (`ray_modules` says why)
+    from ray.tune.search import Searcher
+    from ray.tune.search.optuna import OptunaSearch
+except ImportError:
+    Searcher = OptunaSearch = object
+
+
+class SweepSearch(OptunaSearch):
+    """Ray's OptunaSearch over the sweep's own study (its storage, name and sampler): trials are asked in the
+    driver, in order, so their numbers and (for the grid) points are the embedded runner's; the driver then
+    records what each worker reports on that study's row, as the embedded objective does."""
+
+    # Tune pickles its searcher with the Tuner and in experiment checkpoints, for Tuner.restore. A sweep does
+    # not use that (the journal study is the record; --resume continues it), so the live study stays out.
+    LIVE = ("_sweep", "_study", "_say", "_on_complete", "_ot_study", "_ot_trials", "_storage", "_sampler", "_space")
+
+    def __init__(self, sweep: Sweep, study, deadline: float | None, say: Callable[[str], None],
+                 on_complete: Callable[[], None]):
+        self._sweep, self._study, self._deadline, self._say, self._on_complete = (sweep, study, deadline, say,
+                                                                                  on_complete)
+        modes = ["max" if direction == "maximize" else "min" for direction in sweep.directions]
+        super().__init__(space=self._define, metric=list(sweep.objectives), mode=modes,
+                         sampler=create_sampler(sweep, len(study.get_trials(deepcopy=False))),
+                         study_name=sweep.name, storage=study._storage)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, **dict.fromkeys(self.LIVE)}
+
+    def save(self, checkpoint_path: str) -> None:
+        pass  # see LIVE
+
+    def restore(self, checkpoint_path: str) -> None:
+        raise NotImplementedError("a sweep continues with --resume, not Tune's restore")
+
+    def _define(self, trial) -> dict:
+        """Define-by-run, in the driver: `trial` wraps the asked Optuna trial of the journal study."""
+        settings = suggest(trial, self._sweep.params)
+        trial.set_user_attr("settings", settings)
+        return {NUMBER: trial.number, SETTINGS: settings, REUSE: earlier_run(self._study, settings) is not None}
+
+    def suggest(self, trial_id: str):
+        if self._deadline is not None and clock() >= self._deadline:
+            return Searcher.FINISHED  # no trial starts after the deadline
+        return super().suggest(trial_id)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id in self._completed_trials:
+            return
+        optuna = optuna_module()
+        study, say = self._study, self._say
+        trial = self._ot_trials[trial_id]  # an optuna Trial of the journal study
+        payload = json.loads((result or {}).get(PAYLOAD) or "null")
+        reused = earlier_run(study, trial.user_attrs["settings"]) if (payload or {}).get("reused") else None
+        if reused is not None:
+            note_payload(trial, reused[0])
+            tell(study, trial.number, reused[1])
+        elif error or payload is None or payload.get("reused"):
+            # the worker raised or died: as for a killed embedded trial, its settings run again
+            trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
+            tell(study, trial.number, state=optuna.trial.TrialState.FAIL)
+            study.enqueue_trial(dict(trial.params))
+            say(f"trial {trial.number}: its Ray worker failed; its settings are queued for --resume")
+        else:
+            note_payload(trial, payload)
+            if payload.get("pruned"):
+                tell(study, trial.number, state=optuna.trial.TrialState.PRUNED)
+                say(f"trial {trial.number}: {payload['note']}")
+            elif payload.get("cut"):
+                close_cut(study, trial.number, say)
+            else:
+                tell(study, trial.number, objective_values(payload, self._sweep))
+        self._completed_trials.add(trial_id)
+        self._on_complete()
+
+
+def run_trials(tune, sweep: Sweep, study, count: int | None, devices: int, resources: dict, deadline: float | None,
+               say: Callable[[str], None], progress: Callable[[], None] | None) -> None:
+    """Up to `count` trials (None: until the deadline) under Tune, at most one per device at a time."""
+    job = {"sweep_file": str(sweep.source.resolve()), "output_dir": str(sweep.output_dir.resolve()),
+           "cwd": os.getcwd(), "deadline": deadline, "metrics": list(sweep.objectives),
+           "placeholder": [0.0] * len(sweep.objectives),
+           "env": {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)}}
+    search = SweepSearch(sweep, study, deadline, say, progress or (lambda: None))
+    # Tune's console table repeats the progress lines (its legacy reporter honours verbose=0); its own
+    # bookkeeping goes in a hidden scratch directory, removed at the end (the study is the record).
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    scratch = Path(tempfile.mkdtemp(prefix=".ray-", dir=sweep.results_dir)).resolve()
     try:
-        experiment = trial_experiment(sweep, settings, trial_name(sweep, number))
-    except InputError as exc:
-        return {"pruned": str(exc), "settings": settings}
-    outcome = run_experiment(experiment, output_dir=sweep.results_dir / TRIALS)
-    metrics = run_metrics(outcome.records, sweep)
-    return {**metrics, "run_dir": str(outcome.results_dir), "settings": settings,
-            "values": objective_values(metrics, sweep)}
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(ray_trial, job=job), resources),
+            tune_config=tune.TuneConfig(search_alg=search, num_samples=-1 if count is None else count,
+                                        max_concurrent_trials=devices, reuse_actors=True),
+            run_config=tune.RunConfig(name="sweep", storage_path=str(scratch), verbose=0))
+        for result in tuner.fit():
+            if result.error is not None:
+                say(f"a Ray trial failed: {type(result.error).__name__}: {result.error}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_sweep_ray(sweep: Sweep, *, resume: bool = False, address: str | None = None,
-                  say: Callable[[str], None] = lambda message: None):
-    if resume:
-        raise InputError("--resume: not supported with --backend ray; resume with the embedded backend")
-    import optuna
-    import ray
-    from ray import tune
-    from ray.tune.search.optuna import OptunaSearch
-
-    import mlx.core as mx
-
-    create = prepare_directory(sweep, resume)
-    study = open_study(sweep, create)
-    first = len(study.get_trials(deepcopy=False))
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    gpu = mx.default_device().type == mx.DeviceType.gpu
-    names = {f"m{index}": name for index, name in enumerate(sweep.objectives)}
-
-    def define(trial):
-        suggest(trial, sweep.params)
-
-    search = OptunaSearch(space=define, metric=list(names), mode=[d[:3] for d in sweep.directions],
-                          sampler=create_sampler(sweep), seed=sweep.seed)
-
-    def trainable(config):
-        settings = config["__settings__"]
-        result = ray_trial({"sweep_file": str(sweep.source), "settings": settings, "number": config["__number__"]})
-        values = result.get("values") or [0.0] * len(names)
-        return {**{key: value for key, value in zip(names, values)}, "payload": result}
-
-    # OptunaSearch hands the sampled parameters; they become settings in the trainable's process
-    def with_settings(config):
-        fixed = optuna.trial.FixedTrial({key: value for key, value in config.items()})
-        settings = suggest(fixed, sweep.params)
-        return trainable({"__settings__": settings, "__number__": first + int(tune.get_context().get_trial_id()
-                                                                                .split("_")[-1])})
-
-    resources = {"gpu": 1} if gpu else {"cpu": 1}
-    tuner = tune.Tuner(tune.with_resources(with_settings, resources),
-                       tune_config=tune.TuneConfig(search_alg=search, num_samples=sweep.max_trials or -1,
-                                                   time_budget_s=None if sweep.minutes is None else sweep.minutes * 60),
-                       run_config=tune.RunConfig(storage_path=str((sweep.results_dir / "ray").resolve()),
-                                                 verbose=0))
-    results = tuner.fit()
-    for result in results:
-        payload = (result.metrics or {}).get("payload") or {}
-        distributions = {}
-        fixed = optuna.trial.FixedTrial(dict(result.config or {}))
-        suggest(fixed, sweep.params)
-        distributions = fixed.distributions
-        attrs = {key: value for key, value in payload.items() if key not in ("values",)}
-        if "pruned" in payload:
-            trial = optuna.trial.create_trial(params=dict(result.config), distributions=distributions,
-                                              state=optuna.trial.TrialState.PRUNED,
-                                              user_attrs={"settings": payload["settings"],
-                                                          "note": f"pruned: {payload['pruned']}"})
-        else:
-            attrs["constraint"] = [0.0 if payload.get("passed") else 1.0]
-            trial = optuna.trial.create_trial(params=dict(result.config), distributions=distributions,
-                                              values=payload["values"], user_attrs=attrs)
-        study.add_trial(trial)
-    say(f"{len(results)} Ray trials recorded in the study")
+                  say: Callable[[str], None] = lambda message: None,
+                  on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
+                  max_trials: int | None = None) -> SweepOutcome:
+    """Run (or resume) the sweep's trials on Ray (a local instance, or the cluster at `address`), then write
+    the frontier and best.yaml. A Ray already initialised in this process (a test's) is used as it is."""
+    ray, tune, _ = ray_modules()  # a clear error before anything is written when Ray is missing
+    optuna_module()
+    resources, device = device_resources()
+    owned = not ray.is_initialized()
+    if owned:  # joined before the sweep's directory is touched: a wrong address leaves nothing behind
+        local = {"include_dashboard": False}
+        if device == "GPU" and mlx_backend() == "metal":
+            local["num_gpus"] = 1  # Ray detects CUDA GPUs only; a Mac's one GPU is declared here
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level="warning", **({} if address else local))
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InputError(f"--ray {address or '(local)'}: cannot start or join Ray: {exc}") from None
+    try:
+        devices = int(ray.cluster_resources().get(device, 0))
+        if devices < 1:
+            raise InputError(f"--ray: the Ray cluster has no {device} for a trial ({device} is MLX's default "
+                             "device here; a Mac's GPU is declared with `ray start --num-gpus=1`)")
+        create = prepare_directory(sweep, resume)
+        started = clock()
+        deadline = None if sweep.minutes is None else started + sweep.minutes * 60
+        with sweep_lock(sweep.results_dir):
+            study = open_study(sweep, create)
+            if not create:
+                recover(study, sweep, say)
+            count = trials_to_run(study, sweep, max_trials)
+            if count == 0:
+                say("nothing left to run")
+            else:
+                say(f"Ray: {devices} {device} worker(s), one trial per {device}")
+                run_trials(tune, sweep, study, count, devices, resources, deadline, say,
+                           None if on_trial is None else lambda: on_trial(trial_rows(study), sweep,
+                                                                          clock() - started))
+    finally:
+        if owned:
+            ray.shutdown()
     return report(sweep)

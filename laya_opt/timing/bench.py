@@ -343,11 +343,13 @@ def measure_mode(runtimes: Mapping[str, Runtime], workload, mode: str, config: B
 
 
 def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: Sequence, config: BenchConfig,
-              show_progress: bool = False, deadline: float | None = None) -> BenchResult:
+              show_progress: bool = False, deadline: float | None = None,
+              check: Callable[[], None] | None = None) -> BenchResult:
     """Time every runtime on every workload and mode; speed-ups are paired against `baseline_label`.
 
     `deadline` (a time.monotonic() value): (workload, mode) cells not started by then are left out and
-    listed in `BenchResult.skipped`, so a run on a lent machine ends with what it measured.
+    listed in `BenchResult.skipped`, so a run on a lent machine ends with what it measured. `check()` is
+    called after every timed block, outside the timers; what it raises ends the benchmark (a sweep's budget).
     """
     if baseline_label not in runtimes:
         raise ValueError(f"baseline {baseline_label!r} is not among the runtimes {list(runtimes)}")
@@ -361,8 +363,12 @@ def benchmark(baseline_label: str, runtimes: Mapping[str, Runtime], workloads: S
                     skipped.append(f"{workload.name} {mode}")
                     continue
                 task = progress.add_task(f"{workload.name} {mode}", total=calls_per_mode)
-                raw = measure_mode(runtimes, workload, mode, config,
-                                   lambda steps, task=task: progress.advance(task, steps))
+                def advance(steps, task=task):
+                    if check is not None:
+                        check()
+                    progress.advance(task, steps)
+
+                raw = measure_mode(runtimes, workload, mode, config, advance)
                 progress.remove_task(task)
                 if "error" in raw[baseline_label]:
                     raise RuntimeError(f"the baseline failed on {workload.name} {mode}: {raw[baseline_label]['error']}")

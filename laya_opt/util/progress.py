@@ -35,3 +35,18 @@ def bar_tracker(console=None) -> Track:
             yield lambda steps=1: progress.advance(task, steps)
 
     return track
+
+
+def checked(track: Track, check: Callable[[], None]) -> Track:
+    """`track`, calling `check()` before every advance: what it raises stops the work between two batches
+    (a sweep's budget running out mid-trial)."""
+    @contextmanager
+    def wrapped(description: str, total: int) -> Iterator[Advance]:
+        with track(description, total) as advance:
+            def advance_checked(steps=1):
+                check()
+                advance(steps)
+
+            yield advance_checked
+
+    return wrapped

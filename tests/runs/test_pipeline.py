@@ -1,6 +1,7 @@
 """Pipeline: the baseline step, reject/stop, token identity, contract and ordering checks, the reference check."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -119,6 +120,10 @@ def test_a_raising_pass_ends_the_run_with_an_error_stage(reference):
     stages = caught.value.partial.stages
     assert [s.verdict for s in stages] == ["accepted", "accepted", "error"]
     assert isinstance(caught.value.__cause__, RuntimeError)
+    # a Ray worker copies the exception its trial raised (copy.copy rebuilds it): message and partial survive
+    copied = copy.copy(caught.value)
+    assert type(copied) is PipelineError and str(copied) == str(caught.value)
+    assert copied.partial is caught.value.partial
 
 
 def test_capture_then_replace_is_refused_before_anything_runs():

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -139,6 +144,30 @@ def test_a_changed_mlx_version_backend_device_or_blas_never_reuses_an_entry(chan
         key_for(reference, tiny_checkpoint_dir, REQUESTS, platform).digest
 
 
+def test_a_changed_blas_thread_count_never_reuses_an_entry(reference, tiny_checkpoint_dir, platform, monkeypatch):
+    # OpenBLAS splits a matmul by thread count: the stand-in's smoke outputs differ in their last bits between
+    # 1 and 2 threads, and a reused entry then fails the bit-exact re-run of stage 0 (Ray workers run 1 thread)
+    digests = set()
+    for threads in (1, 2):
+        monkeypatch.setattr(refcache, "blas_threads", lambda threads=threads: threads)
+        key = key_for(reference, tiny_checkpoint_dir, REQUESTS, platform)
+        assert key.components["blas_threads"] == (threads if platform["backend"] == "cpu" else None)
+        digests.add(key.digest)
+    assert len(digests) == (2 if platform["backend"] == "cpu" else 1)
+
+
+def test_blas_threads_reads_the_thread_count_of_the_loaded_openblas():
+    from laya_opt.util import blas
+
+    if not blas.LOADED:
+        pytest.skip("OpenBLAS is not preloaded in this process")
+    script = "import laya_opt\nfrom laya_opt.runs.refcache import blas_threads\nprint(blas_threads())"
+    for threads in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": threads})
+        assert done.stdout.strip() == threads
+
+
 def test_the_source_digest_covers_the_model_code_and_sees_an_edit(reference, tiny_checkpoint_dir, platform,
                                                                   tmp_path, monkeypatch):
     files = refcache.source_files()
@@ -264,3 +293,41 @@ def test_concurrent_lookups_of_one_key_compute_it_once(reference, tiny_checkpoin
         thread.join()
     assert len(calls) == 1
     assert sorted(result.status for result in results) == ["computed", "hit", "hit"]
+
+
+KILLED_HOLDER = """
+import sys, time
+from pathlib import Path
+import laya_opt
+from laya_opt.runs import refcache
+
+def compute():
+    Path(sys.argv[2]).write_text("computing")  # holds the entry's lock from here on
+    time.sleep(120)
+
+refcache.cached_reference(refcache.make_key({"test": "killed holder"}), compute, Path(sys.argv[1]))
+"""
+
+
+def test_a_process_killed_while_computing_an_entry_leaves_it_unlocked_and_whole(reference, tmp_path):
+    """A Ray worker SIGKILLed mid-trial: the kernel drops its lock; the next process computes and stores the entry."""
+    marker = tmp_path / "computing"
+    holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, str(tmp_path), str(marker)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert holder.poll() is None, holder.stderr.read()
+            assert time.monotonic() < deadline, "the holder never started computing"
+            time.sleep(0.05)
+        os.kill(holder.pid, signal.SIGKILL)
+    finally:
+        holder.kill()
+        holder.communicate(timeout=60)
+    key = refcache.make_key({"test": "killed holder"})
+    counter = Counter(reference, REQUESTS)
+    result = cached_reference(key, counter, tmp_path)  # would wait forever on a lock the dead process kept
+    assert result.status == "computed" and counter.calls == 1
+    assert cached_reference(key, counter, tmp_path).status == "hit" and counter.calls == 1
+    assert [path.name for path in (tmp_path / "reference").iterdir() if not path.name.endswith(".lock")] == \
+        [entry_path(tmp_path, key).name]  # no partial entry left behind

@@ -1,6 +1,7 @@
 """Around the pipeline: the reference cache in a run, nothing lost when nothing passes, exports, the console."""
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -240,3 +241,29 @@ def test_the_pipeline_tracks_every_evaluation_one_step_per_request(tiny_checkpoi
     # Reused stages (the float32 cast, the no-op note) run the re-run sample only; an evaluated one, all plus it.
     assert seen == [("reference", count, count), ("stage 0 baseline", 3, 3), ("stage 1 note", 3, 3),
                     ("stage 2 noisy_scorer", count + 3, count + 3)]
+
+
+# ------------------------------------------------------------------------------------------------ check (a budget)
+
+
+class Stop(BaseException):
+    """What a sweep's budget raises (a BaseException: no `except Exception` turns it into a verdict)."""
+
+
+@pytest.mark.parametrize("where", ["checked_say", "evaluate", "measure_mode"])
+def test_a_raising_check_abandons_the_run_between_stages_batches_or_timed_blocks(write_experiment, tmp_path, where):
+    bench = {"workloads": ["short-1"], "requests": 2, "warmup": 0, "blocks": 2, "forward_only": False}
+    experiment = load_experiment(write_experiment([{"name": "note"}], benchmark=bench))
+    calls = []
+
+    def check():
+        callers = {frame.function for frame in inspect.stack()[1:6]}
+        calls.append(callers)
+        if where in callers and (where != "checked_say" or len(calls) > 3):  # a message past the first stage
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_experiment(experiment, output_dir=tmp_path / "out", check=check)
+    assert any(where in callers for callers in calls)
+    out = tmp_path / "out"
+    assert not out.exists() or list(out.iterdir()) == []  # nothing published, no staging left

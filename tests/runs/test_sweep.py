@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -9,7 +15,9 @@ from click.testing import CliRunner
 from fake_passes import write_tiny_suite
 
 from laya_opt.cli import main
-from laya_opt.runs.sweep import JOURNAL, TRIALS, open_study, run_sweep, trial_rows
+from laya_opt.runs import sweep as sweep_module
+from laya_opt.runs.sweep import (JOURNAL, TRIALS, BudgetExhausted, budget_check, execute_trial, open_study, run_sweep,
+                                 trial_rows)
 from laya_opt.runs.sweep_file import load_sweep
 from laya_opt.util.errors import ExperimentError, InputError
 
@@ -126,20 +134,104 @@ def test_bad_sweep_files_are_refused_naming_the_key(tmp_path, base_file, change,
     assert not (tmp_path / "sweeps").exists()
 
 
-def test_ray_backend_without_ray_is_a_clear_error(tmp_path, base_file):
+@pytest.mark.parametrize("options", [["--ray"], ["--ray=auto"], ["--backend", "ray"], ["--ray-address", "auto"]])
+def test_ray_backend_without_ray_is_one_error_line(tmp_path, base_file, monkeypatch, options):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # as if Ray were not installed: import fails
+    result = CliRunner().invoke(main, ["sweep", str(write_sweep(tmp_path, base_file)), *options])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "pip install 'laya-opt[ray]'" in lines[0]
+    assert not (tmp_path / "sweeps").exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--ray", "--backend", "optuna"], "--backend optuna: --ray and --ray-address run on Ray"),
+    (["--ray=a:1", "--ray-address", "b:2"], "two different clusters"),
+])
+def test_contradicting_backend_options_are_refused(tmp_path, base_file, options, message):
+    result = CliRunner().invoke(main, ["sweep", str(write_sweep(tmp_path, base_file)), *options])
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_budget_check_follows_the_clock():
+    assert budget_check(None) is None
+    budget_check(time.time() + 60)()  # time left: nothing raised
+    with pytest.raises(BudgetExhausted):
+        budget_check(time.time() - 1)()
+
+
+def test_a_trial_started_past_the_deadline_is_cut_before_any_weight_loads(tmp_path, base_file):
+    sweep = load_sweep(write_sweep(tmp_path, base_file))
+    (sweep.results_dir / TRIALS).mkdir(parents=True)
+    payload = execute_trial(sweep, {"noisy_scorer.scale": 0.0}, 0, deadline=time.time() - 1)
+    assert payload["cut"] and "cut by the budget" in payload["note"] and "passed" not in payload
+    assert not list((sweep.results_dir / TRIALS).iterdir())  # nothing published, no staging left
+
+
+def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_again(tmp_path, base_file, monkeypatch):
+    marker = tmp_path / "waited"
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 0.0}})
+    base_file.write_text(yaml.safe_dump(raw))
+    space = {"noisy_scorer.scale": {"type": "categorical", "choices": [5.0, 0.0]}}
+    path = write_sweep(tmp_path, base_file, space=space, budget={"trials": 4, "minutes": 10})
+    start = time.time()
+    # the clock jumps past the deadline once the first trial is inside its wait pass (its second stage)
+    monkeypatch.setattr(sweep_module, "clock", lambda: start + (3600 if marker.exists() else 0))
+    result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "1 cut by the budget" in result.output and "trial 0 cut by the budget" in result.output
+    assert "no trial finished before the budget ran out" in result.output
+    sweep = load_sweep(path)
+    rows = trial_rows(open_study(sweep, create=False))
+    assert [(row["state"], row["cut"], row["passed"]) for row in rows] == [("FAIL", True, False)]
+    assert not [p for p in (sweep.results_dir / TRIALS).iterdir()]  # the cut run published nothing
+    frontier = json.loads((sweep.results_dir / "frontier.json").read_text())
+    assert frontier["counts"]["cut"] == 1 and frontier["counts"]["passed"] == 0 and frontier["best"] is None
+    assert frontier["closest_failing"] == []  # cut is not rejected
+    assert "Cut by the budget" in (sweep.results_dir / "frontier.md").read_text()
+    assert "cut (budget)" in (sweep.results_dir / "frontier.md").read_text()
+
+    monkeypatch.setattr(sweep_module, "clock", time.time)
+    marker.unlink()
+    outcome = run_sweep(sweep, resume=True)  # a fresh budget: the cut settings run first, then the rest
+    rows = outcome.rows
+    assert [(row["number"], row["state"]) for row in rows] == [(0, "FAIL"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert rows[1]["settings"] == rows[0]["settings"]
+    assert sorted(row["settings"]["noisy_scorer.scale"] for row in rows[1:]) == [0.0, 5.0]  # each point once
+    assert outcome.frontier["counts"]["cut"] == 1 and outcome.frontier["best"] is not None
+    assert run_sweep(sweep, resume=True).rows == rows  # nothing left: the grid is done, nothing runs twice
+
+
+def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_path, base_file):
+    marker = tmp_path / "waiting"
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
+    base_file.write_text(yaml.safe_dump(raw))
+    path = write_sweep(tmp_path, base_file)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # fake_passes, the plugin the base experiment names
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
+    sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        import ray  # noqa: F401
-        pytest.skip("Ray is installed")
-    except ImportError:
-        pass
-    result = CliRunner().invoke(main, ["sweep", str(write_sweep(tmp_path, base_file)), "--backend", "ray"])
-    assert result.exit_code == 2 and "pip install 'laya-opt[ray]'" in result.output
+        deadline = time.monotonic() + 120
+        while not marker.exists():  # the first trial is inside its wait pass: its reference is done, nothing published
+            assert sweeping.poll() is None, sweeping.stderr.read()
+            assert time.monotonic() < deadline, "the sweep never reached its first trial's wait pass"
+            time.sleep(0.1)
+        os.kill(sweeping.pid, signal.SIGKILL)
+    finally:
+        sweeping.kill()
+        sweeping.communicate(timeout=60)
+    sweep = load_sweep(path)
+    assert [row["state"] for row in trial_rows(open_study(sweep, create=False))] == ["RUNNING"]
 
-
-@pytest.mark.slow
-def test_ray_sweep_records_every_trial_in_the_study(tmp_path, base_file):
-    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'laya-opt[ray]')")
-    from laya_opt.runs.sweep_ray import run_sweep_ray
-
-    outcome = run_sweep_ray(load_sweep(write_sweep(tmp_path, base_file)))
-    assert len(outcome.rows) == 2 and outcome.frontier["best"] is not None
+    raw["passes"][-1]["config"]["seconds"] = 0.0  # the resumed trials do not wait
+    base_file.write_text(yaml.safe_dump(raw))
+    outcome = run_sweep(sweep, resume=True)
+    assert [(row["number"], row["state"]) for row in outcome.rows] == [(0, "FAIL"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert outcome.rows[1]["settings"] == outcome.rows[0]["settings"]  # the killed trial's settings, run again
+    assert sorted(row["settings"]["noisy_scorer.scale"] for row in outcome.rows[1:]) == [0.0, 5.0]
+    left = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
+    assert len(left) == 2 and not [name for name in left if name.startswith(".")]  # the killed staging is gone

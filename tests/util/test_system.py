@@ -141,7 +141,7 @@ def test_doctor_reports_versions_backend_memory_packages_and_peers():
     report = json.loads(result.output)
     assert report["mlx"] and report["backend"] in ("cpu", "metal", "cuda") and report["device"]
     assert report["memory"]["total_bytes"] > 0
-    assert set(report["packages"]["dev"]) == {"pytest", "pytest-xdist", "hypothesis", "matplotlib", "optuna"} \
+    assert set(report["packages"]["dev"]) == {"pytest", "pytest-xdist", "hypothesis", "matplotlib", "optuna", "ray"} \
         and report["packages"]["dev"]["pytest"]
     assert set(report["packages"]["plots"]) == {"matplotlib"}
     assert "laya" in report["peers"]

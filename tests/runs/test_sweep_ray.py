@@ -1,0 +1,122 @@
+"""`laya-opt sweep --ray`: a local Ray instance with 2 workers runs a 4-trial grid sweep on the stand-in (smoke) and
+writes the study, trial directories and frontier the embedded runner writes for the same grid and seed."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+import yaml
+
+pytest.importorskip("optuna")
+ray = pytest.importorskip("ray", reason="Ray Tune is an optional extra (pip install 'laya-opt[ray]')")
+pytest.importorskip("ray.tune", reason="Ray Tune is an optional extra (pip install 'laya-opt[ray]')")
+
+from laya_opt.runs.history import history_path  # noqa: E402
+from laya_opt.runs.sweep import JOURNAL, TRIALS, open_study, run_sweep  # noqa: E402
+from laya_opt.runs.sweep_file import load_sweep  # noqa: E402
+from laya_opt.runs.sweep_ray import PAYLOAD, SweepSearch, run_sweep_ray  # noqa: E402
+
+# As in experiments/sweeps/quant_grid.yaml, with the smallest benchmark that still times short-1 end to end.
+BENCH = {"workloads": ["short-1"], "requests": 2, "warmup": 0, "blocks": 1, "forward_only": False}
+# Two trials run (8 bits passes on smoke, 4 bits changes a decisive answer) and two are pruned before any
+# weight loads (excluding every module leaves nothing to quantize): each verdict, at half the cost of four runs.
+SPACE = {"quantize_encoder.bits": {"type": "categorical", "choices": [8, 4]},
+         "quantize_encoder.exclude": {"type": "categorical", "choices": [[], ["encoder."]]}}
+# Timings differ between the runners (parallel trials, one BLAS thread each): everything else must not.
+COMPARED = ("state", "settings", "passed", "decision_changes", "accuracy_delta", "failed_gates", "cut")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    yield
+    ray.shutdown()
+
+
+def write_sweep(tmp_path, name, **changes):
+    base = {"name": "quant", "checkpoint": "standin", "candidate_dtype": "float32", "suites": ["smoke"],
+            "passes": [{"name": "quantize_encoder", "config": {"bits": 8, "group_size": 64, "eval_path": "auto"},
+                        "on_fail": "stop"}],
+            "benchmark": BENCH}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    raw = {"name": name, "base": "base.yaml", "space": SPACE, "objectives": ["speedup", "decision_changes"],
+           "sampler": {"kind": "grid", "seed": 0}, "budget": {"trials": 4}, "output_dir": str(tmp_path / "sweeps"),
+           **changes}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_sweep(path)
+
+
+def compared(rows):
+    return {row["number"]: {key: row.get(key) for key in COMPARED} for row in rows}
+
+
+def history_runs() -> int:
+    with sqlite3.connect(history_path()) as connection:
+        return connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+def test_a_ray_sweep_writes_the_study_and_frontier_of_the_embedded_runner_and_resumes(tmp_path, local_ray):
+    import mlx.core as mx
+
+    if mx.default_device().type != mx.DeviceType.cpu:
+        pytest.skip("this test's 2 Ray workers are CPUs; MLX's default device here is a GPU")
+    started = time.monotonic()
+    embedded = run_sweep(write_sweep(tmp_path, "embedded"))
+    embedded_s = time.monotonic() - started
+    sweep = write_sweep(tmp_path, "on-ray")
+    started = time.monotonic()
+    first = run_sweep_ray(sweep, max_trials=2)  # stopped after two trials (one per worker) ...
+    assert [row["number"] for row in first.rows] == [0, 1]
+    outcome = run_sweep_ray(sweep, resume=True)  # ... and resumed: the other two, none again
+    ray_s = time.monotonic() - started
+    print(f"4 trials: embedded {embedded_s:.1f} s, Ray (2 workers, 2 invocations) {ray_s:.1f} s")
+
+    assert sorted(row["state"] for row in embedded.rows) == ["COMPLETE", "COMPLETE", "PRUNED", "PRUNED"]
+    assert sorted(bool(row["failed_gates"]) for row in embedded.rows if row["state"] == "COMPLETE") == [False, True]
+    assert compared(outcome.rows) == compared(embedded.rows)  # same numbers, settings, verdicts, changes
+    for key in ("front", "best", "closest_failing", "counts"):
+        assert outcome.frontier[key] == embedded.frontier[key], key
+    assert outcome.frontier["best"] is not None
+    assert (yaml.safe_load(outcome.best_yaml.read_text())["passes"]
+            == yaml.safe_load(embedded.best_yaml.read_text())["passes"])
+    for name in ("frontier.md", "frontier.json", "frontier.png", JOURNAL):
+        assert (outcome.results_dir / name).is_file(), name
+    assert "on-ray" in json.loads((outcome.results_dir / "frontier.json").read_text())["sweep"]
+
+    run = [row["number"] for row in outcome.rows if row["state"] == "COMPLETE"]
+    published = sorted(path.name for path in (outcome.results_dir / TRIALS).iterdir())
+    assert [name.rsplit("-", 1)[0] for name in published] == [f"on-ray-t{n:04d}" for n in run]
+    assert not [path for path in outcome.results_dir.iterdir() if path.name.startswith(".ray")]  # Tune's scratch
+    for row in (row for row in outcome.rows if row["run_dir"]):
+        manifest = json.loads((outcome.results_dir / TRIALS / row["run_dir"].rsplit("/", 1)[-1]
+                               / "manifest.json").read_text())
+        # the workers found the reference the embedded run cached (one BLAS thread here and there: one key)
+        assert manifest["reference"]["cache"]["status"] == "hit", row["number"]
+    assert history_runs() == 4  # every run of both runners, two of them written from Ray workers
+
+
+def test_the_search_records_pruned_cut_and_failed_worker_trials_like_the_embedded_runner(tmp_path):
+    # the driver's side alone (no cluster): what a worker reports becomes the study row
+    sweep = write_sweep(tmp_path, "recorded", space={
+        "quantize_encoder.bits": {"type": "categorical", "choices": [8, 4, 5]}}, budget={"trials": 3})
+    (sweep.results_dir / TRIALS).mkdir(parents=True)
+    study = open_study(sweep, create=True)
+    search = SweepSearch(sweep, study, deadline=None, say=lambda message: None, on_complete=lambda: None)
+    configs = [search.suggest(f"t{index}") for index in range(3)]
+    assert [config["laya_trial"] for config in configs] == [0, 1, 2]  # numbers from the study, in asking order
+    assert sorted(config["laya_settings"]["quantize_encoder.bits"] for config in configs) == [4, 5, 8]
+    search.on_trial_complete("t0", {PAYLOAD: json.dumps({"pruned": True, "note": "pruned: no"})})
+    search.on_trial_complete("t1", {PAYLOAD: json.dumps({"cut": True, "note": "cut by the budget"})})
+    search.on_trial_complete("t2", None, error=True)
+    trials = study.get_trials(deepcopy=False)
+    assert [trial.state.name for trial in trials] == ["PRUNED", "FAIL", "FAIL", "WAITING", "WAITING"]
+    assert trials[1].user_attrs["cut"] and not trials[2].user_attrs.get("cut")
+    assert "Ray worker failed" in trials[2].user_attrs["note"]
+    queued = [trial.system_attrs["fixed_params"] for trial in trials[3:]]
+    assert queued == [trials[1].params, trials[2].params]  # their settings queued for --resume
+
+    later = SweepSearch(sweep, study, deadline=time.time() - 1, say=lambda message: None, on_complete=lambda: None)
+    assert later.suggest("t3") == "FINISHED"  # no trial starts after the deadline

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from laya_opt.runs.frontier import best_trial, write_frontier
-from laya_opt.runs.sweep_file import ORDER, Param, Sweep, base_document
+from laya_opt.runs.sweep_file import ENABLED, ORDER, Param, Sweep, base_document
 from laya_opt.util.errors import ExperimentError, InputError
 from laya_opt.util.staging import replace_file
 
@@ -82,16 +82,21 @@ def trial_document(sweep: Sweep, settings: Mapping[str, Any], name: str) -> dict
     """The base experiment's document with the sweep's overrides and these settings: what best.yaml holds."""
     document = base_document(sweep.base_path, sweep.overrides)
     passes = [dict(entry, config=dict(entry.get("config") or {})) for entry in document.get("passes") or []]
+    dropped = set()
     for key, value in settings.items():
         if key == ORDER:
             continue
         pass_name, _, setting = key.partition(".")
+        if setting == ENABLED:
+            if not value:
+                dropped.add(pass_name)
+            continue
         for entry in passes:
             if entry.get("name") == pass_name:
                 entry["config"][setting] = value
-    if ORDER in settings:
+    if ORDER in settings:   # the order indexes the base's passes, so it applies before any is dropped
         passes = [passes[index] for index in settings[ORDER]]
-    document.update(name=name, passes=passes)
+    document.update(name=name, passes=[entry for entry in passes if entry.get("name") not in dropped])
     return document
 
 

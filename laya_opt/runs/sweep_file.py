@@ -10,6 +10,7 @@
       quantize_encoder.group_size: {type: int, low: 32, high: 128, step: 32}
       noisy.scale: {type: float, low: 0.001, high: 1.0, log: true}
       order: {type: order}                # every legal order of the base experiment's passes
+      prefix_cache.enabled: {type: categorical, choices: [true, false]}   # a pass subset: with or without it
     objectives: [speedup, decision_changes]   # speedup | decision_changes | accuracy_delta | max_abs_dp
     speedup: {workload: short-1, mode: end_to_end}
     sampler: {kind: tpe, seed: 0}         # tpe | grid | random
@@ -39,6 +40,7 @@ OBJECTIVES = {"speedup": "maximize", "decision_changes": "minimize", "accuracy_d
               "max_abs_dp": "minimize"}
 SAMPLERS = ("tpe", "grid", "random")
 ORDER = "order"
+ENABLED = "enabled"   # PASS.enabled: whether the trial keeps that pass of the base experiment (pass subsets)
 BACKENDS = ("optuna", "ray")
 
 
@@ -171,9 +173,14 @@ def _param(key: str, entry: ParamEntry, base: Experiment) -> Param:
                               f"{', '.join(names) or 'none'}")
     step = base.steps[names.index(pass_name)]
     settings = [f.name for f in __import__("dataclasses").fields(step.spec.config_type)]
+    if setting == ENABLED:
+        if entry.type != "categorical" or not entry.choices or any(not isinstance(c, bool) for c in entry.choices):
+            raise ExperimentError(f"{where}: `enabled` keeps or drops the pass: `type: categorical` with choices "
+                                  f"from [true, false]")
+        return Param(key, "categorical", tuple(dict.fromkeys(entry.choices)))
     if setting not in settings:
         raise ExperimentError(f"{where}: pass {pass_name} has no setting {setting!r}; its settings: "
-                              f"{', '.join(settings)}")
+                              f"{', '.join(settings)} (and `{ENABLED}`, to keep or drop it)")
     if entry.type == "order":
         raise ExperimentError(f"{where}: `type: order` is only for the `order` parameter")
     if entry.type == "categorical":

@@ -235,3 +235,47 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     assert sorted(row["settings"]["noisy_scorer.scale"] for row in outcome.rows[1:]) == [0.0, 5.0]
     left = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
     assert len(left) == 2 and not [name for name in left if name.startswith(".")]  # the killed staging is gone
+
+
+def test_a_pass_subset_drops_the_disabled_pass_and_best_yaml_leaves_it_out(tmp_path, base_file):
+    # noisy_scorer at scale 5 fails its gates: the subset without it (stage 0 alone) is the passing trial.
+    sweep = load_sweep(write_sweep(tmp_path, base_file, space={
+        "noisy_scorer.enabled": {"type": "categorical", "choices": [True, False]},
+        "noisy_scorer.scale": {"type": "categorical", "choices": [5.0]}}))
+    outcome = run_sweep(sweep)
+    rows = {row["settings"]["noisy_scorer.enabled"]: row for row in outcome.rows}
+    assert set(rows) == {True, False} and not rows[True]["passed"] and rows[False]["passed"]
+    assert rows[True]["failed_gates"] and not rows[False]["failed_gates"]
+    best = yaml.safe_load(outcome.best_yaml.read_text())
+    assert outcome.frontier["best"] == rows[False]["number"] and best["passes"] == []
+
+
+def test_trial_document_drops_disabled_passes_after_applying_the_order(tmp_path, base_file):
+    from laya_opt.runs.sweep import trial_document
+
+    sweep = load_sweep(write_sweep(tmp_path, base_file))
+    kept = trial_document(sweep, {"noisy_scorer.enabled": True, "noisy_scorer.scale": 0.5}, "t")
+    assert [(e["name"], e["config"]["scale"]) for e in kept["passes"]] == [("noisy_scorer", 0.5)]
+    assert "enabled" not in kept["passes"][0]["config"]  # not a pass setting: never reaches the config
+    assert trial_document(sweep, {"noisy_scorer.enabled": False}, "t")["passes"] == []
+
+
+@pytest.mark.parametrize("entry", [
+    {"type": "categorical", "choices": ["yes", "no"]},
+    {"type": "categorical", "choices": [1, 0]},
+    {"type": "int", "low": 0, "high": 1},
+])
+def test_enabled_takes_true_and_false_only(tmp_path, base_file, entry):
+    path = write_sweep(tmp_path, base_file, space={"noisy_scorer.enabled": entry})
+    with pytest.raises(ExperimentError, match=r"space\.noisy_scorer\.enabled: `enabled` keeps or drops the pass"):
+        load_sweep(path)
+
+
+SHIPPED_SWEEPS = sorted((Path(__file__).resolve().parents[2] / "experiments" / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_SWEEPS, ids=lambda path: path.name)
+def test_every_shipped_sweep_file_loads(path):
+    sweep = load_sweep(path)
+    assert sweep.params and sweep.base.steps
+    assert sweep.sampler != "grid" or sweep.grid_size() >= 1

@@ -156,15 +156,15 @@ def test_a_changed_blas_thread_count_never_reuses_an_entry(reference, tiny_check
     assert len(digests) == (2 if platform["backend"] == "cpu" else 1)
 
 
-def test_blas_threads_reads_the_thread_count_of_the_loaded_openblas():
+def test_blas_threads_reads_the_thread_count_of_the_loaded_blas():
     from laya_opt.util import blas
 
     if not blas.LOADED:
-        pytest.skip("OpenBLAS is not preloaded in this process")
+        pytest.skip("no BLAS (the MKL wheel or OpenBLAS) is preloaded in this process")
     script = "import laya_opt\nfrom laya_opt.runs.refcache import blas_threads\nprint(blas_threads())"
     for threads in ("1", "2"):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                              env={**os.environ, "OPENBLAS_NUM_THREADS": threads})
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         assert done.stdout.strip() == threads
 
 

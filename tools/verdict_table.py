@@ -65,7 +65,9 @@ def row(name: str, outcome: dict, note: str = "") -> dict:
     records = [json.loads(line) for line in (Path(outcome["results_dir"]) / "stages.jsonl").read_text().splitlines()]
     last = records[-1]
     metrics = last["metrics"]["cumulative"]
-    failed = [gate["gate"] for gate in last["gates"] if gate["status"] == "fail"]
+    # A failed gate (FAIL, or WAIVED under --allow-failed-gates) once, whether it failed vs the previous stage,
+    # the reference or both.
+    failed = list(dict.fromkeys(gate["gate"] for gate in last["gates"] if gate["status"] in ("FAIL", "WAIVED")))
     return {"config": name, "stage": f"{last['index']} {last['stage']}", "verdict": last["verdict"],
             "questions": int(metrics.get("labelled", 0)), "near_ties": int(metrics.get("near_ties", 0)),
             "decisive_r2w": int(metrics["decisive_right_to_wrong"]),

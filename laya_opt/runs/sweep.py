@@ -443,13 +443,12 @@ def trials_to_run(study, sweep: Sweep, max_trials: int | None = None) -> int | N
     return remaining
 
 
-def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] = lambda message: None,
-              on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
-              max_trials: int | None = None) -> SweepOutcome:
-    """Run (or resume) the sweep in this process, one trial at a time, then write the frontier and best.yaml.
-
-    `max_trials` caps the trials of this invocation (tests; a partial run then `--resume`)."""
-    optuna_module()  # a clear error before anything is written when Optuna is missing
+@contextmanager
+def opened_sweep(sweep: Sweep, resume: bool, say: Callable[[str], None],
+                 max_trials: int | None) -> Iterator[tuple[Any, int | None, float, float | None]]:
+    """What both backends do before their first trial: prepare the directory, hold its lock, open the study (on
+    --resume, recover the trials a killed run left) and start the budget's clock. Yields (study, trials to run or
+    None for no cap, start time, deadline or None)."""
     create = prepare_directory(sweep, resume)
     started = clock()
     deadline = None if sweep.minutes is None else started + sweep.minutes * 60
@@ -457,7 +456,17 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] 
         study = open_study(sweep, create)
         if not create:
             recover(study, sweep, say)
-        count = trials_to_run(study, sweep, max_trials)
+        yield study, trials_to_run(study, sweep, max_trials), started, deadline
+
+
+def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] = lambda message: None,
+              on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
+              max_trials: int | None = None) -> SweepOutcome:
+    """Run (or resume) the sweep in this process, one trial at a time, then write the frontier and best.yaml.
+
+    `max_trials` caps the trials of this invocation (tests; a partial run then `--resume`)."""
+    optuna_module()  # a clear error before anything is written when Optuna is missing
+    with opened_sweep(sweep, resume, say, max_trials) as (study, count, started, deadline):
         if count == 0:
             say("nothing left to run: " + ("the grid is exhausted" if sweep.sampler == "grid" and
                                           grid_left(study, sweep) == 0 else "the trial budget is spent"))

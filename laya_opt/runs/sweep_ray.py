@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_run, execute_trial,
-                                 note_payload, objective_values, open_study, optuna_module, prepare_directory,
-                                 ray_modules, recover, report, suggest, sweep_lock, tell, trial_rows,
-                                 trials_to_run)
+                                 note_payload, objective_values, opened_sweep, optuna_module, ray_modules, report,
+                                 suggest, tell, trial_rows)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
 from laya_opt.util.system import mlx_backend
@@ -189,14 +188,7 @@ def run_sweep_ray(sweep: Sweep, *, resume: bool = False, address: str | None = N
         if devices < 1:
             raise InputError(f"--ray: the Ray cluster has no {device} for a trial ({device} is MLX's default "
                              "device here; a Mac's GPU is declared with `ray start --num-gpus=1`)")
-        create = prepare_directory(sweep, resume)
-        started = clock()
-        deadline = None if sweep.minutes is None else started + sweep.minutes * 60
-        with sweep_lock(sweep.results_dir):
-            study = open_study(sweep, create)
-            if not create:
-                recover(study, sweep, say)
-            count = trials_to_run(study, sweep, max_trials)
+        with opened_sweep(sweep, resume, say, max_trials) as (study, count, started, deadline):
             if count == 0:
                 say("nothing left to run")
             else:

@@ -10,9 +10,10 @@
 #
 # Every `train` call installs the wheel from /tmp/mlxw if the machine has none yet, trains until its
 # call budget (CALL_SECONDS, default 585) is nearly spent, keeps the state under /tmp/train, and
-# copies into $OUT: the log, the state's metadata, MLX's compiled-kernel cache (ptx.tgz, so a fresh
-# machine can skip the ~300 s kernel compilation by unpacking it into $MLX_PTX_CACHE_DIR) and, once the
-# schedule is complete, the checkpoint (standin.tgz). Run the same `train` command again, within the
+# copies into $OUT: the log; while the schedule runs on, the state's metadata and the weights so far as
+# a float16 checkpoint (snapshot.tgz, for --init-from if the machine is lost with the AdamW state); MLX's
+# compiled-kernel cache (ptx.tgz: a fresh machine skips the ~300 s kernel compilation by unpacking it into
+# $MLX_PTX_CACHE_DIR); and, once the schedule is complete, the checkpoint (standin.tgz). Run the same `train` command again, within the
 # machine's idle window, until the log says the checkpoint was written. ARGS override the recipe below
 # (argparse keeps the last value of a repeated option).
 set -euo pipefail
@@ -59,11 +60,14 @@ status=0
   --batch-size 256 --hidden-size 256 --aux-weight 1.0 --noul-weight 1 --replace-prob 0.15 \
   --label-smoothing 0.03 --lexical-init 1.0 --lr 1.4e-3 --calib-suite validation --eval-every 1000 \
   --steps 1000000 --max-train-seconds "$total" --report-seconds 60 --seed 0 --resume \
-  --max-total-seconds "${CALL_SECONDS:-585}" --data-cache "$work/data.npz" \
+  --max-total-seconds "${CALL_SECONDS:-585}" --data-cache "$work/data.npz" --snapshot "$work/snapshot" \
   --workers "$(nproc)" --cache-limit-gb 16 "$@" 2>&1 | tee -a "$work/train.log" || status=$?
 
 cp "$work/train.log" "$OUT/"
-if [ -f "$work/R.state/state.json" ]; then cp "$work/R.state/state.json" "$OUT/state.json"; fi
+if [ -f "$work/R.state/state.json" ]; then
+  cp "$work/R.state/state.json" "$OUT/state.json"
+  tar -C "$work" -czf "$OUT/snapshot.tgz" snapshot   # float16 weights so far (~13 MB): --init-from if the machine is lost
+fi
 tar -C "$MLX_PTX_CACHE_DIR" -czf "$OUT/ptx.tgz" .
 if [ -f "$work/R/model.safetensors" ]; then
   tar -C "$work" -czf "$OUT/standin.tgz" R

@@ -636,6 +636,10 @@ def main(argv=None) -> int:
                              "--max-total-seconds ends before the schedule (--steps / --max-train-seconds, "
                              "counted over all calls) save the state there and exit 0 without a checkpoint; "
                              "the same command run again continues")
+    parser.add_argument("--snapshot", type=Path,
+                        help="with --resume: a call that saves its state also writes the weights so far here, as a "
+                             "float16 checkpoint with untrained temperatures (replacing it): small enough to copy "
+                             "off the machine, so a lost machine loses only the AdamW state; --init-from continues")
     parser.add_argument("--prepare-data-only", action="store_true",
                         help="write the tokenised training data to --data-cache and stop (no training)")
     parser.add_argument("--validation-suite", default="validation",
@@ -657,6 +661,8 @@ def main(argv=None) -> int:
         parser.error(f"{args.out} exists (use --force to replace it)")
     if args.max_call_steps and not args.resume:
         parser.error("--max-call-steps needs --resume (a call that ends early must save its state)")
+    if args.snapshot and not args.resume:
+        parser.error("--snapshot needs --resume (it is written when a call saves its state)")
     if args.hidden_size % 64:
         parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
 
@@ -791,6 +797,9 @@ def main(argv=None) -> int:
         report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
         save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls)
+        if args.snapshot:
+            shutil.rmtree(args.snapshot, ignore_errors=True)
+            save_checkpoint(model, args.snapshot, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
         print(f"training state saved in {saved} after {step} steps and {train_seconds:.0f}s of training "
               f"(schedule {progress:.1%} done); run the same command again to continue", flush=True)
         return 0

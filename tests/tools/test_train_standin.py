@@ -336,7 +336,10 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
 def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(tmp_path, capsys):
     """--resume: the first call saves its state and no checkpoint, the same command continues it, and the
     weights equal those of one uninterrupted call (same batches, learning rates, AdamW moments and random key)."""
+    from mlx.utils import tree_flatten
     from train_standin import main
+
+    from laya_opt.core.checkpoint import load_checkpoint
     cache, validation = tmp_path / "data.npz", _small_validation(tmp_path)
     common = ["--data-cache", cache, "--train-records", "60", "--steps", "6", "--batch-size", "8",
               "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
@@ -344,10 +347,18 @@ def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(
               "--validation-suite", validation, "--workers", "1"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert main([str(a) for a in ["--out", whole, *common]]) == 0
-    resumable = [str(a) for a in ["--out", split, *common, "--resume", "--max-call-steps", "2"]]
+    snapshot = tmp_path / "snapshot"
+    resumable = [str(a) for a in ["--out", split, *common, "--resume", "--max-call-steps", "2",
+                                  "--snapshot", snapshot]]
     assert main(resumable) == 0
     state = split.with_name("split.state")
     assert not split.exists() and json.loads((state / "state.json").read_text())["calls"] == 1
+    # The snapshot holds the state's weights, rounded to float16, as a checkpoint that loads.
+    saved = mx.load(str(state / "state.safetensors"))
+    snapped = load_checkpoint(snapshot, dtype="float32").model
+    for name, value in tree_flatten(snapped.parameters()):
+        expected = saved[f"model.laya.{name}"].astype(mx.float16).astype(mx.float32)
+        assert mx.array_equal(value, expected).item(), name
     assert "run the same command again to continue" in capsys.readouterr().out
     calls = 1
     while not split.exists() and calls < 6:
@@ -374,6 +385,9 @@ def test_resume_refuses_a_state_saved_with_other_settings(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main([str(a) for a in ["--out", out, *common[:-3], "--max-call-steps", "1"]])
     assert refused.value.code == 2 and "--max-call-steps needs --resume" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main([str(a) for a in ["--out", out, *common[:-3], "--snapshot", tmp_path / "snap"]])
+    assert refused.value.code == 2 and "--snapshot needs --resume" in capsys.readouterr().err
 
 
 def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):

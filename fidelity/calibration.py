@@ -4,6 +4,11 @@
 turns it into a gates file. Every same-dtype variant computes exactly the same function as the base
 runtime (batch 16, insertion order, eager): only matmul shapes, batch composition or padding differ,
 which is all an exact pass may change. Token identity is checked on every variant.
+
+The cast drift is always measured on every request (the decision gates rest on it: near ties, flips,
+percentiles). The six same-dtype noise variants may run on a seeded sample (`noise_sample`, the re-run
+sample of `fidelity.rerun`): they bound rounding noise, which a few hundred questions already show, and on a
+CPU they are where the hours of a half-precision calibration go (six evaluations per dtype).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from laya_opt.fidelity.checker import EvalRequest, Outputs, evaluate
 from laya_opt.fidelity.decisions import reference_near_tie
 from laya_opt.fidelity.gate_derivation import CALIBRATED_METRICS, NOISE_SOURCES
 from laya_opt.fidelity.metrics import PERCENTILE_METRICS, compare
+from laya_opt.fidelity.rerun import check_rerun, sample_indices
 
 PADDING_MULTIPLE = 16                         # the shipped experiments' compile bucket multiple
 SORTED_BATCHING = {"max_questions": 16, "token_budget": 4096}   # as in the shipped experiments
@@ -93,8 +99,11 @@ def max_abs_logit(outputs: Outputs) -> float:
 
 
 def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequence[str] = ("float32",) + HALF_DTYPES,
-            say: Callable[[str], None] = lambda message: None) -> dict:
-    """Noise per dtype and source, drift per half dtype, the largest |logit|, and how long each dtype took."""
+            say: Callable[[str], None] = lambda message: None, noise_sample: int = 0) -> dict:
+    """Noise per dtype and source, drift per half dtype, the largest |logit|, and how long each dtype took.
+
+    `noise_sample` > 0: the noise variants run on that many requests (a seeded sample; 0: all of them)."""
+    check_rerun(noise_sample)
     if reference.dtype != mx.float32:
         raise ValueError(f"calibration needs a float32 reference runtime, got {reference.identity}")
     if "float32" not in dtypes:
@@ -102,10 +111,13 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
     cast = get_pass("cast_dtype")
     say(f"{reference.identity}: reference")
     reference_outputs = evaluate(reference, requests)
+    sampled = [requests[index] for index in sample_indices(len(requests), noise_sample)] \
+        if noise_sample else list(requests)
     measured: dict = {"questions": len(reference_outputs.questions),
                       "near_ties": sum(reference_near_tie(question) for question in reference_outputs.questions),
                       "max_abs_logit": max_abs_logit(reference_outputs),
-                      "noise": {}, "drift": {}, "seconds": {}}
+                      "requests": len(requests), "noise_requests": len(sampled), "noise": {}, "drift": {},
+                      "seconds": {}}
     for dtype in dtypes:
         started = time.perf_counter()
         if dtype == "float32":
@@ -115,7 +127,9 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
             say(f"{runtime.identity}: cast drift")
             base = evaluate(runtime, requests)
             measured["drift"][dtype] = _recorded(compare(reference_outputs, base).metrics)
-        measured["noise"][dtype] = same_dtype_noise(runtime, base, requests, say)
+        if len(sampled) < len(requests):   # the variants' base: the same runtime on the same sample
+            base = evaluate(runtime, sampled)
+        measured["noise"][dtype] = same_dtype_noise(runtime, base, sampled, say)
         measured["seconds"][dtype] = round(time.perf_counter() - started, 1)
     return measured
 

@@ -101,19 +101,20 @@ def largest_noise(noise: Mapping[str, Mapping[str, float]], metric: str) -> tupl
     return noise[source][metric], source
 
 
-def exact_bounds(dtype: str, noise: Mapping, floor: Mapping[str, float]) -> dict[str, tuple[float, float, str]]:
-    """metric -> (threshold, noise floor, derivation) of rule 2."""
+def exact_bounds(dtype: str, noise: Mapping, floor: Mapping[str, float],
+                 sample: str = "") -> dict[str, tuple[float, float, str]]:
+    """metric -> (threshold, noise floor, derivation) of rule 2; `sample` says on what the noise was measured."""
     out = {}
     for metric in CALIBRATED_METRICS:
         value, source = largest_noise(noise, metric)
         multiple = scaled(metric, value, NOISE_MULTIPLE)
         factor = f"{NOISE_MULTIPLE:g}{'²' if metric in QUADRATIC else ''}"
         if multiple >= floor[metric] and value > 0:
-            text = f"{factor} x the {dtype} same-dtype noise {_n(value)} (largest source: {source})"
+            text = f"{factor} x the {dtype} same-dtype noise {_n(value)} (largest source: {source}{sample})"
         else:
             state = "bit-identical" if value == 0 else f"{factor} x that is smaller"
             text = f"floor: one {dtype} rounding ({_n(floor[metric])}); measured same-dtype noise {_n(value)}, " \
-                   f"{state}"
+                   f"{state}{sample}"
         out[metric] = (max(multiple, floor[metric]), value, text)
     return out
 
@@ -194,10 +195,16 @@ def approximate_gates(dtype: str, measured: Mapping[str, Any], allowance: Mappin
     return _gates(own), _gates(_sum(cumulative_exact, allowance))
 
 
+def noise_sample_note(measured: Mapping[str, Any]) -> str:
+    """", on a sample of N of M requests" when the noise variants ran on a sample (calibrate-gates --noise-sample)."""
+    sampled, total = measured.get("noise_requests"), measured.get("requests")
+    return f", on a seeded sample of {sampled} of {total} requests" if sampled and total and sampled < total else ""
+
+
 def dtype_gates(dtype: str, measured: Mapping[str, Any], allowance: Mapping | None) -> DtypeGates:
     noise = measured["noise"][dtype]
     floor = floors(dtype, measured["max_abs_logit"])
-    exact = exact_bounds(dtype, noise, floor)
+    exact = exact_bounds(dtype, noise, floor, noise_sample_note(measured))
     float32 = dtype == "float32"
     cumulative_exact = exact if float32 else _sum(drift_bounds(dtype, measured["drift"][dtype]), exact)
     if allowance is None:  # the spec's allowance, on max |dp| only

@@ -17,13 +17,14 @@ DTYPE_CHOICES = tuple(DTYPES)
 
 
 def command_line(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], out_file: Path,
-                 name: str | None, measured_file: Path | None) -> str:
+                 name: str | None, measured_file: Path | None, noise_sample: int = 0) -> str:
     """The command that reproduces this run, recorded in the gates file."""
     if measured_file is not None:
         words = ["--from-measurements", str(measured_file)]
     else:
         words = ["--checkpoint", checkpoint] + [word for suite in suites for word in ("--suite", suite)] + \
-                [word for dtype in dtypes for word in ("--dtype", dtype)]
+                [word for dtype in dtypes for word in ("--dtype", dtype)] + \
+                (["--noise-sample", str(noise_sample)] if noise_sample else [])
     words += (["--name", name] if name else []) + ["--out", str(out_file)]
     return shlex.join(["laya-opt", "calibrate-gates", *words])
 
@@ -37,12 +38,16 @@ def command_line(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ..
               show_default=True, help="Candidate dtypes to calibrate (repeatable; float32 is always measured).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=Path("gates.yaml"),
               show_default=True, help="The gates file to write (experiments name it with `gates_file:`).")
+@click.option("--noise-sample", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Run the six same-dtype noise variants on a seeded sample of this many requests (0: all); the "
+                   "cast drift, which the decision gates rest on, always uses every request. On a CPU the variants "
+                   "are most of a half-precision calibration's time.")
 @click.option("--name", default=None, help="Name recorded in the file (default: the file's stem).")
 @click.option("--from-measurements", "measured_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               default=None, help="Measure nothing: derive the thresholds again from the measurements recorded in "
                                  "this gates file (e.g. after the derivation rules changed).")
-def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], out_file: Path,
-                    name: str | None, measured_file: Path | None) -> None:
+def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], noise_sample: int,
+                    out_file: Path, name: str | None, measured_file: Path | None) -> None:
     """Measure FP32 run-to-run and batch-composition noise, half-precision noise and the FP16/BF16-vs-FP32
     drift on the suites, and write a gates file whose every threshold states its derivation.
 
@@ -65,7 +70,7 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     from laya_opt.core.runtime import load_runtime
 
     console = output_console()
-    command = command_line(checkpoint, suites, dtypes, out_file, name, measured_file)
+    command = command_line(checkpoint, suites, dtypes, out_file, name, measured_file, noise_sample)
     if measured_file is not None:
         # Only the measurements are read: the file's gates may follow rules that have changed since.
         recorded = read_yaml(measured_file, SchemaError)
@@ -81,7 +86,7 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
         loaded = [load_suite(suite_path(value, f"--suite {value}")) for value in suites]
         measured = measure(load_runtime(directory, "float32"), suite_requests(loaded),
                            dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
-                           say=progress_printer(console))
+                           say=progress_printer(console), noise_sample=noise_sample)
         measured["suites"] = [{"name": s.name, "sha256": s.sha256, "records": len(s.records)} for s in loaded]
         env = environment()
         source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(directory / "model.safetensors"),

@@ -97,3 +97,41 @@ def test_from_measurements_without_measurements_is_a_named_bad_input(tmp_path):
     done = CliRunner().invoke(main, ["calibrate-gates", "--from-measurements", str(bare), "--out",
                                      str(tmp_path / "x.yaml")])
     assert done.exit_code == 2 and "measured: missing" in done.output and not (tmp_path / "x.yaml").exists()
+
+
+def test_a_noise_sample_runs_the_variants_on_that_many_requests_and_the_drift_on_all(reference, monkeypatch):
+    import laya_opt.fidelity.calibration as calibration
+    from laya_opt.fidelity.gate_derivation import derive_gates, derivation_table
+
+    seen = []
+    real = calibration.evaluate
+
+    def counting(runtime, requests, *args, **kwargs):
+        seen.append((runtime.identity, len(requests)))
+        return real(runtime, requests, *args, **kwargs)
+
+    monkeypatch.setattr(calibration, "evaluate", counting)
+    measured = measure(reference, REQUESTS, dtypes=("float32", "float16"), noise_sample=1)
+    assert (measured["requests"], measured["noise_requests"]) == (len(REQUESTS), 1)
+    variants = [count for identity, count in seen if "+noise:" in identity]
+    assert len(variants) == 2 * len(NOISE_SOURCES) and set(variants) == {1}
+    whole = [count for identity, count in seen if "+noise:" not in identity]
+    assert whole.count(len(REQUESTS)) == 2  # the reference and the float16 cast drift: every request
+    assert measured["drift"]["float16"]["max_abs_dp"] > 0
+    gates = derive_gates(measured, "sampled")
+    texts = [row[3] for row in derivation_table(gates)["rows"]]
+    assert any(f"on a seeded sample of 1 of {len(REQUESTS)} requests" in text for text in texts)
+    with pytest.raises(Exception, match="rerun must be a non-negative integer"):
+        measure(reference, REQUESTS, noise_sample=-1)
+
+
+def test_calibrate_gates_records_the_noise_sample_in_its_command(wide_checkpoint_dir, tmp_path):
+    suite = write_tiny_suite(tmp_path / "tiny.jsonl", records=3)
+    out = tmp_path / "sampled.yaml"
+    done = CliRunner().invoke(main, ["calibrate-gates", "--checkpoint", str(wide_checkpoint_dir), "--suite", str(suite),
+                                     "--dtype", "float32", "--noise-sample", "1", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    written = read_gates_file(out)
+    assert "--noise-sample 1" in written.source["command"] and written.measured["noise_requests"] == 1
+    refused = CliRunner().invoke(main, ["calibrate-gates", "--suite", str(suite), "--noise-sample", "-2"])
+    assert refused.exit_code == 2 and "--noise-sample" in refused.output

@@ -42,7 +42,8 @@ def progress_line(rows, sweep, elapsed_s: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome (best trial, front, counts) as JSON.")
 def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, backend: str | None,
           ray_address: str | None, quiet: bool, as_json: bool) -> None:
-    """Run SWEEP_FILE: an Optuna study over the pass settings (and orders) of a base experiment.
+    """Run SWEEP_FILE: an Optuna study over the pass settings, pass subsets (PASS.enabled) and orders of a base
+    experiment.
 
     Every trial is a normal gated run of the base experiment (the code path of `laya-opt run`), published
     whole under <output_dir>/<name>/trials/; trials share the reference cache. Illegal settings are pruned

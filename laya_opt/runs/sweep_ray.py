@@ -94,10 +94,12 @@ class SweepSearch(OptunaSearch):
         return {**self.__dict__, **dict.fromkeys(self.LIVE)}
 
     def save(self, checkpoint_path: str) -> None:
-        pass  # see LIVE
+        """Nothing to write: the journal study already holds every trial (see LIVE)."""
 
     def restore(self, checkpoint_path: str) -> None:
-        raise NotImplementedError("a sweep continues with --resume, not Tune's restore")
+        # Only Tuner.restore calls this, and a sweep never restores a Tune experiment: refuse, naming the way.
+        raise InputError(f"{checkpoint_path}: a sweep is not restored from a Tune checkpoint; run the same "
+                         "`laya-opt sweep SWEEP_FILE --ray` with --resume (the journal study is the record)")
 
     def _define(self, trial) -> dict:
         """Define-by-run, in the driver: `trial` wraps the asked Optuna trial of the journal study."""

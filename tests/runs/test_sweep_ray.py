@@ -120,3 +120,10 @@ def test_the_search_records_pruned_cut_and_failed_worker_trials_like_the_embedde
 
     later = SweepSearch(sweep, study, deadline=time.time() - 1, say=lambda message: None, on_complete=lambda: None)
     assert later.suggest("t3") == "FINISHED"  # no trial starts after the deadline
+
+
+def test_a_tune_checkpoint_restore_is_refused_naming_resume():
+    from laya_opt.util.errors import InputError
+
+    with pytest.raises(InputError, match="run the same `laya-opt sweep SWEEP_FILE --ray` with --resume"):
+        SweepSearch.restore(None, "ckpt")  # Tuner.restore's path; the journal study is the record

@@ -234,18 +234,15 @@ def recover(study, sweep: Sweep, say: Callable[[str], None]) -> None:
         directory = published_run(sweep, trial.number)
         storage = study._storage
         if directory is not None:
-            metrics = run_metrics(load_results(directory).records, sweep)
-            for key, value in {**metrics, "run_dir": str(directory), "constraint": [0.0 if metrics["passed"]
-                                                                                     else 1.0]}.items():
+            payload = run_payload(run_metrics(load_results(directory).records, sweep), directory)
+            for key, value in payload.items():
                 storage.set_trial_user_attr(trial._trial_id, key, value)
-            tell(study, trial.number, objective_values(metrics, sweep))
+            tell(study, trial.number, objective_values(payload, sweep))
             say(f"trial {trial.number}: recorded from {directory.name} (published before the sweep stopped)")
         else:
             note = "interrupted before its results were published; its settings run again"
             storage.set_trial_user_attr(trial._trial_id, "note", note)
-            tell(study, trial.number, state=optuna.trial.TrialState.FAIL)
-            study.enqueue_trial(dict(trial.params))
-            say(f"trial {trial.number}: {note}")
+            fail_and_requeue(study, trial.number, note, say)
 
 
 @dataclass(frozen=True)
@@ -356,8 +353,13 @@ def execute_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, dea
         minutes = "" if sweep.minutes is None else f" ({sweep.minutes:g} min)"
         return {"cut": True, "note": f"cut by the budget{minutes} before it finished; its settings are queued "
                                      "for --resume"}
-    metrics = run_metrics(outcome.records, sweep)
-    return {**metrics, "run_dir": str(outcome.results_dir), "constraint": [0.0 if metrics["passed"] else 1.0]}
+    return run_payload(run_metrics(outcome.records, sweep), outcome.results_dir)
+
+
+def run_payload(metrics: Mapping[str, Any], directory: Path) -> dict:
+    """What the study records for a finished run: its metrics, its directory and the gate verdict as TPE's
+    constraint (0: feasible)."""
+    return {**metrics, "run_dir": str(directory), "constraint": [0.0 if metrics["passed"] else 1.0]}
 
 
 def note_payload(trial, payload: Mapping[str, Any]) -> None:
@@ -378,13 +380,19 @@ def earlier_run(study, settings: Mapping[str, Any]) -> tuple[dict, list[float]] 
     return None
 
 
-def close_cut(study, number: int, say: Callable[[str], None]) -> None:
-    """A trial the budget cut: FAIL (never passed or rejected) and its settings queued for the next invocation."""
+def fail_and_requeue(study, number: int, message: str, say: Callable[[str], None]) -> None:
+    """A trial that did not finish (cut by the budget, killed, or its Ray worker failed): FAIL, never passed or
+    rejected, and its settings queued so the next trial (or --resume) runs them again."""
     optuna = optuna_module()
     trial = next(trial for trial in study.get_trials(deepcopy=False) if trial.number == number)
     tell(study, number, state=optuna.trial.TrialState.FAIL)
     study.enqueue_trial(dict(trial.params))
-    say(f"trial {number}: cut by the budget; its settings are queued (--resume runs them again)")
+    say(f"trial {number}: {message}")
+
+
+def close_cut(study, number: int, say: Callable[[str], None]) -> None:
+    """A trial the budget cut."""
+    fail_and_requeue(study, number, "cut by the budget; its settings are queued (--resume runs them again)", say)
 
 
 def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | None = None):

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_run, execute_trial,
-                                 note_payload, objective_values, opened_sweep, optuna_module, ray_modules, report,
-                                 suggest, tell, trial_rows)
+                                 fail_and_requeue, note_payload, objective_values, opened_sweep, optuna_module,
+                                 ray_modules, report, suggest, tell, trial_rows)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
 from laya_opt.util.system import mlx_backend
@@ -126,9 +126,7 @@ class SweepSearch(OptunaSearch):
         elif error or payload is None or payload.get("reused"):
             # the worker raised or died: as for a killed embedded trial, its settings run again
             trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
-            tell(study, trial.number, state=optuna.trial.TrialState.FAIL)
-            study.enqueue_trial(dict(trial.params))
-            say(f"trial {trial.number}: its Ray worker failed; its settings are queued for --resume")
+            fail_and_requeue(study, trial.number, "its Ray worker failed; its settings are queued for --resume", say)
         else:
             note_payload(trial, payload)
             if payload.get("pruned"):

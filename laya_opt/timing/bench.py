@@ -229,16 +229,20 @@ def end_to_end_call(runtime: Runtime, workload) -> Callable[[int], int]:
     return call
 
 
+def collated_batches(runtime: Runtime, state: Any, questions: Mapping) -> tuple[list, int]:
+    """One request's batches as the runtime plans and collates them, already evaluated (what a forward starts
+    from), and its question count."""
+    prepared = runtime.prepare(state, questions)
+    groups = runtime.plan(prepared) if prepared else []
+    batches = [runtime.collate([prepared[i] for i in group]) for group in groups]
+    for batch in batches:
+        mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+    return batches, len(prepared)
+
+
 def forward_call(runtime: Runtime, workload) -> Callable[[int], int]:
     """Request i as pre-collated (and already evaluated) batches through the runtime's own forward."""
-    collated = []
-    for state, questions in workload.requests:
-        prepared = runtime.prepare(state, questions)
-        groups = runtime.plan(prepared) if prepared else []
-        batches = [runtime.collate([prepared[i] for i in group]) for group in groups]
-        for batch in batches:
-            mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
-        collated.append((batches, len(prepared)))
+    collated = [collated_batches(runtime, state, questions) for state, questions in workload.requests]
 
     def call(index: int) -> int:
         batches, count = collated[index % len(collated)]

@@ -36,7 +36,7 @@ import mlx.core as mx
 import numpy as np
 
 from laya_opt.core.runtime import to_host
-from laya_opt.timing.bench import Summary, bench_call, summarize
+from laya_opt.timing.bench import Summary, bench_call, collated_batches, summarize
 
 PHASES = ("prepare", "plan_collate", "graph_build", "dispatch", "forward", "host_copy", "decode")
 HOST_PHASES = ("prepare", "plan_collate", "host_copy", "decode")   # a request's host work, the forward left out
@@ -145,12 +145,8 @@ def graph_nodes(runtime, workload, top: int = 8) -> dict:
     """The graph of the first request's steady-state forward (after one call per batch): primitives per forward
     (every batch of the request) and the most frequent ones. A fused elementwise chain (`mx.compile`) counts
     as one `Compiled...` node."""
-    state, questions = workload.requests[0]
-    prepared = runtime.prepare(state, questions)
     totals: Counter = Counter()
-    for group in (runtime.plan(prepared) if prepared else []):
-        batch = runtime.collate([prepared[i] for i in group])
-        mx.eval(batch.input_ids, batch.attention_mask, batch.marker_pos, batch.marker_mask, batch.qtype)
+    for batch in collated_batches(runtime, *workload.requests[0])[0]:
         mx.eval(*runtime.forward(runtime.model, runtime.kernels, batch))  # a shape's first call may compile and sync
         outputs = runtime.forward(runtime.model, runtime.kernels, batch)
         totals += count_graph([out for out in outputs if isinstance(out, mx.array)])

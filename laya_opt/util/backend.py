@@ -24,14 +24,15 @@ class MissingBackendError(ImportError):
     """MLX has no backend library on this Linux machine (laya-opt was installed without cpu/cuda12/cuda13)."""
 
 
-def _version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
+    """The installed distribution's version, or None (read from metadata: nothing is imported)."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
 
-def installed_backends(version: Callable[[str], str | None] = _version) -> dict[str, str]:
+def installed_backends(version: Callable[[str], str | None] = package_version) -> dict[str, str]:
     """Backend distribution -> version, for those installed (normally one)."""
     return {name: found for name in BACKENDS if (found := version(name)) is not None}
 
@@ -49,7 +50,7 @@ def backend_problem(system: str = sys.platform, backends: dict[str, str] | None 
     """Why MLX cannot run here, or None. Arguments default to this environment; tests pass simulated ones."""
     if not system.startswith("linux"):
         return None
-    mlx_version = _version("mlx") if mlx_version is True else mlx_version
+    mlx_version = package_version("mlx") if mlx_version is True else mlx_version
     library_dirs = mlx_library_dirs() if library_dirs is None else library_dirs
     if mlx_version is None and not library_dirs:  # neither installed nor importable
         return f"mlx is not installed. Install laya-opt with a backend: {INSTALL_HINT}"

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 from laya_opt.util import blas as _blas
-from laya_opt.util.backend import installed_backends, several_backends
+from laya_opt.util.backend import installed_backends, package_version, several_backends
 
 WHEEL_FIX = 'pip install "laya-opt[cpu]"'
 OPENBLAS_FIX = "apt-get install -y libopenblas0-pthread"
@@ -175,13 +175,6 @@ def system_memory(meminfo_text: str | None = None) -> dict:
         except (ValueError, OSError):
             total = None
     return {"total_bytes": total, "available_bytes": values.get("MemAvailable")}
-
-
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from fake_passes import LABELS, REQUESTS
+from processes import sigkill_once_marked
 
 from laya_opt.runs import refcache
 from laya_opt.timing.bench import prepared_digest
@@ -273,7 +273,6 @@ def test_a_bad_cache_limit_is_refused_before_anything_is_computed(value, referen
 def test_concurrent_lookups_of_one_key_compute_it_once(reference, tiny_checkpoint_dir, platform, tmp_path):
     """Sweep trials (or Ray workers) asking for one entry at once: the per-entry lock makes the others wait and hit."""
     import threading
-    import time
 
     key = key_for(reference, tiny_checkpoint_dir, REQUESTS, platform)
     outputs = evaluate(reference, REQUESTS)
@@ -314,16 +313,7 @@ def test_a_process_killed_while_computing_an_entry_leaves_it_unlocked_and_whole(
     marker = tmp_path / "computing"
     holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, str(tmp_path), str(marker)],
                               stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert holder.poll() is None, holder.stderr.read()
-            assert time.monotonic() < deadline, "the holder never started computing"
-            time.sleep(0.05)
-        os.kill(holder.pid, signal.SIGKILL)
-    finally:
-        holder.kill()
-        holder.communicate(timeout=60)
+    sigkill_once_marked(holder, marker, 60, "the holder starting to compute")
     key = refcache.make_key({"test": "killed holder"})
     counter = Counter(reference, REQUESTS)
     result = cached_reference(key, counter, tmp_path)  # would wait forever on a lock the dead process kept

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from fake_passes import write_tiny_suite
+from processes import sigkill_once_marked
 
 from laya_opt.cli import main
 from laya_opt.runs import sweep as sweep_module
@@ -214,16 +214,8 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
     sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():  # the first trial is inside its wait pass: its reference is done, nothing published
-            assert sweeping.poll() is None, sweeping.stderr.read()
-            assert time.monotonic() < deadline, "the sweep never reached its first trial's wait pass"
-            time.sleep(0.1)
-        os.kill(sweeping.pid, signal.SIGKILL)
-    finally:
-        sweeping.kill()
-        sweeping.communicate(timeout=60)
+    # killed inside the first trial's wait pass: its reference is done, nothing published
+    sigkill_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass")
     sweep = load_sweep(path)
     assert [row["state"] for row in trial_rows(open_study(sweep, create=False))] == ["RUNNING"]
 

@@ -1,0 +1,23 @@
+"""Helpers for tests that kill a child process at a chosen point (fault tests: SIGKILL mid-computation)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def sigkill_once_marked(process: subprocess.Popen, marker: Path, timeout: float, waiting_for: str) -> None:
+    """SIGKILL `process` as soon as it creates `marker`; fail (with its stderr) if it exits first or takes
+    longer than `timeout` seconds. The process is reaped either way."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            assert process.poll() is None, process.stderr.read() if process.stderr else "the process exited"
+            assert time.monotonic() < deadline, f"{waiting_for} never happened"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.communicate(timeout=60)

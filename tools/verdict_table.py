@@ -1,4 +1,4 @@
-r"""The README's verdict table: one gated run per configuration on the gating suite, one row each.
+r"""The verdict table (docs/gates.md): one gated run per configuration on the gating suite, one row each.
 
     python tools/verdict_table.py --out OUT [--suite gate] [--checkpoint standin] [--only NAME ...]
 

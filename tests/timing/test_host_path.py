@@ -29,4 +29,14 @@ def test_host_path_prints_and_writes_every_stage_of_both_runtimes(tmp_path, caps
     assert record["environment"]["versions"]["mlx"] and record["environment"]["device"]
     printed = capsys.readouterr().out
     assert "standin, short-1: 1 question(s)" in printed and "prepare p50/p95 ms" in printed
-    assert printed.count("stack_gpu ") == 1 and "transfer on a CPU is a host copy" in printed
+    assert printed.count("stack_gpu ") == 1 and "transfer: a host copy on a CPU" in printed
+
+
+def test_host_path_names_a_device_read_off_the_cpu(monkeypatch, capsys):
+    # The footnote follows the backend: a CUDA run measured a device-to-host read, not a host copy.
+    script = load_script()
+    real = script.environment
+    monkeypatch.setattr(script, "environment", lambda: {**real(), "backend": "cuda"})
+    assert script.main(["--repeats", "2", "--warmup", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "transfer: a device-to-host read" in printed and "host copy" not in printed

@@ -48,8 +48,9 @@ Steps:
 Training across calls (--resume): a device call has a time limit, so a run may be split. With --resume,
 a call whose --max-total-seconds ends before the schedule does saves the whole training state beside
 --out (OUT.state: weights, AdamW moments and step, the device random key, the batches trained and the
-training time, and the best weights so far under --keep-best) and exits 0 without a checkpoint; the same command run again continues from it, and the
-call that completes the schedule writes the checkpoint and removes the state. The schedule is then
+training time, and the best weights so far under --keep-best) and exits 0 without a checkpoint; the
+same command run again continues from it, and the call that completes the schedule writes the
+checkpoint and removes the state. The schedule is then
 --steps and --max-train-seconds counted over all calls, and the batch order is a function of (seed,
 epoch), so a run split by --max-call-steps trains the same weights as one call (tested on the CPU). A
 state saved under other settings (RESUME_KEYS) is refused, naming them.
@@ -789,7 +790,9 @@ def main(argv=None) -> int:
         recent = []
         print(f"resumed from {saved}: step {step}, {prior_seconds:.0f}s trained in {calls - 1} call(s)", flush=True)
         if args.keep_best:   # the compiling steps' evaluations were of weights the state replaced
-            best = Best(meta["best"]["step"], meta["best"]["accuracy"], meta["best_weights"]) if meta["best"] else Best()
+            best = Best()
+            if meta["best"]:
+                best = Best(meta["best"]["step"], meta["best"]["accuracy"], meta["best_weights"])
     plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
     start = batches
     train_started = time.time()

@@ -38,7 +38,8 @@ Steps:
    of steps / --steps and time / the time limit, so the schedule completes whichever ends training.
    The time limit is --max-train-seconds, or what --max-total-seconds leaves after preparation and
    compilation, less --report-seconds for steps 4 to 6.
-4. Round the weights to float16, the stored dtype.
+4. Round the weights to float16, the stored dtype. With --keep-best, the weights rounded are those of the
+   progress evaluation (every --eval-every steps, and the last step) with the best validation accuracy.
 5. Fit the three per-type temperatures on --calib-suite.
 6. Save in the upstream layout, reload from disk, and write the validation and held-out accuracy, ECE
    and top-1 probability histogram, with the lexical baseline's accuracy on the same suites, into
@@ -47,8 +48,9 @@ Steps:
 Training across calls (--resume): a device call has a time limit, so a run may be split. With --resume,
 a call whose --max-total-seconds ends before the schedule does saves the whole training state beside
 --out (OUT.state: weights, AdamW moments and step, the device random key, the batches trained and the
-training time) and exits 0 without a checkpoint; the same command run again continues from it, and the
-call that completes the schedule writes the checkpoint and removes the state. The schedule is then
+training time, and the best weights so far under --keep-best) and exits 0 without a checkpoint; the
+same command run again continues from it, and the call that completes the schedule writes the
+checkpoint and removes the state. The schedule is then
 --steps and --max-train-seconds counted over all calls, and the batch order is a function of (seed,
 epoch), so a run split by --max-call-steps trains the same weights as one call (tested on the CPU). A
 state saved under other settings (RESUME_KEYS) is refused, naming them.
@@ -61,6 +63,7 @@ shipped checkpoint.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -392,7 +395,8 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 # the model's shape or the schedule. (The per-call limit --max-total-seconds may differ.)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
-               "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite")
+               "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
+               "keep_best")
 
 
 def state_dir(out: Path) -> Path:
@@ -405,20 +409,25 @@ def resume_fingerprint(args) -> dict:
 
 
 def save_state(directory: Path, trainee, optimizer, fingerprint: dict, step: int, batches: int,
-               train_seconds: float, calls: int) -> None:
+               train_seconds: float, calls: int, best: "Best | None" = None) -> None:
     """The whole training state (weights, AdamW moments and step, the device random key, the batch count
-    and the training time so far), written beside `directory` and renamed into place."""
+    and the training time so far, and under --keep-best the best weights so far), written beside
+    `directory` and renamed into place."""
     from mlx.utils import tree_flatten
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     arrays = {f"model.{k}": v for k, v in tree_flatten(trainee.parameters())}
     arrays |= {f"optimizer.{k}": v for k, v in tree_flatten(optimizer.state)}
+    if best is not None and best.weights:
+        arrays |= {f"best.{k}": v for k, v in best.weights.items()}
     mx.save_safetensors(str(tmp / "state.safetensors"), arrays)
     high, low = (int(x) for x in mx.random.state[0].tolist())   # the key mx.random.seed((high << 32) | low) sets
     (tmp / "state.json").write_text(json.dumps({"fingerprint": fingerprint, "step": step, "batches": batches,
                                                 "calls": calls, "train_seconds": train_seconds,
-                                                "random_key": [high, low]}, indent=2) + "\n")
+                                                "random_key": [high, low],
+                                                "best": None if best is None or not best.weights else
+                                                {"step": best.step, "accuracy": best.accuracy}}, indent=2) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
 
@@ -434,6 +443,7 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
             f"--{k.replace('_', '-')} {old} (now {new})" for k, (old, new) in changed.items()))
     arrays = mx.load(str(directory / "state.safetensors"))
     model = {k[len("model."):]: v for k, v in arrays.items() if k.startswith("model.")}
+    meta["best_weights"] = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
     saved = {k[len("optimizer."):]: v for k, v in arrays.items() if k.startswith("optimizer.")}
     expected = {k for k, _ in tree_flatten(optimizer.state)}
     if set(model) != {k for k, _ in tree_flatten(trainee.parameters())} or set(saved) != expected:
@@ -447,13 +457,30 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
     return meta
 
 
-def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float) -> None:
+def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float) -> float:
+    """Print one progress line (losses since the last one, validation accuracy); returns that accuracy."""
     overall, by_type = progress_accuracy(validation, predict_logits(model, validation, pad_id))
     mean = np.array(mx.stack(recent)).mean(axis=0)
     types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
     print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
           f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, {step / max(elapsed, 1e-9):.1f} steps/s",
           flush=True)
+    return overall
+
+
+@dataclasses.dataclass
+class Best:
+    """--keep-best: the model weights of the progress evaluation with the highest validation accuracy (a
+    later one wins a tie: it has the lower learning rate behind it). MLX arrays are immutable, so holding
+    the evaluated step's arrays is a snapshot; no copy is made."""
+    step: int = -1
+    accuracy: float = -1.0
+    weights: dict = dataclasses.field(default_factory=dict)
+
+    def consider(self, step: int, accuracy: float, model) -> None:
+        from mlx.utils import tree_flatten
+        if accuracy >= self.accuracy:
+            self.step, self.accuracy, self.weights = step, accuracy, dict(tree_flatten(model.parameters()))
 
 
 GROUPINGS = ("type", "language", "options", "length_class")
@@ -498,6 +525,8 @@ def training_report(metrics: dict, command: str) -> str:
         f"questions, {metrics.get('steps_per_second', '?')} steps/s, {metrics['train_questions']} training "
         f"questions); {metrics.get('calls', 1)} call(s), the last one {metrics['total_seconds']} s in all",
         f"- fitted temperatures [choice, score, noul]: {metrics['temperatures']}",
+        *([f"- weights kept (--keep-best): step {metrics['kept_step']}, validation accuracy "
+           f"{metrics['kept_validation_accuracy']}"] if metrics.get("kept_validation_accuracy") is not None else []),
         f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
         f"- held-out ECE (max p, 10 bins): {before['ece']:.4f} before temperature fitting, {after['ece']:.4f} after",
         f"- calibration-split ECE: {metrics['calib_ece_before']:.4f} before, {metrics['calib_ece_after']:.4f} after",
@@ -631,6 +660,10 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
     parser.add_argument("--max-call-steps", type=int, default=0,
                         help="with --resume: end this call after this many steps (a call of known length)")
+    parser.add_argument("--keep-best", action="store_true",
+                        help="save the weights of the progress evaluation (every --eval-every steps, and the last "
+                             "step) with the highest --validation-suite accuracy, not the last weights; the "
+                             "metrics name the step kept")
     parser.add_argument("--resume", action="store_true",
                         help="train across calls: continue from OUT.state when it exists, and when this call's "
                              "--max-total-seconds ends before the schedule (--steps / --max-train-seconds, "
@@ -737,13 +770,16 @@ def main(argv=None) -> int:
     # device's kernel compilation are done before the clock of --max-train-seconds starts.
     compiling = time.time()
     step, recent, pending, stopped_early = 0, [], [], False
+    best = Best() if args.keep_best else None
     for which, size in enumerate(sizes):
         if size >= args.batch_size and step < args.steps:
             recent.append(train_step(banks[which], mx.array(rng.permutation(size)[:args.batch_size].astype(np.int32))))
             mx.eval(state, recent[-1])
             step += 1
             if step % args.eval_every == 0:
-                report_progress(step, recent, model, validation, codec.pad_id, time.time() - compiling)
+                accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - compiling)
+                if best is not None:
+                    best.consider(step, accuracy, model)
                 recent = []
     print(f"compiled the step for {step} banks in {time.time() - compiling:.1f}s", flush=True)
     batches, prior_seconds, calls = 0, 0.0, 1
@@ -753,6 +789,10 @@ def main(argv=None) -> int:
         step, batches, prior_seconds, calls = meta["step"], meta["batches"], meta["train_seconds"], meta["calls"] + 1
         recent = []
         print(f"resumed from {saved}: step {step}, {prior_seconds:.0f}s trained in {calls - 1} call(s)", flush=True)
+        if args.keep_best:   # the compiling steps' evaluations were of weights the state replaced
+            best = Best()
+            if meta["best"]:
+                best = Best(meta["best"]["step"], meta["best"]["accuracy"], meta["best_weights"])
     plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
     start = batches
     train_started = time.time()
@@ -789,14 +829,18 @@ def main(argv=None) -> int:
             mx.eval(pending.pop(0))
         step, batches = step + 1, batches + 1
         if step % args.eval_every == 0:
-            report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
+            accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
+            if best is not None:
+                best.consider(step, accuracy, model)
             recent = []
     mx.eval(state)
     train_seconds = prior_seconds + time.time() - train_started   # the progress line below is not training
     if recent:
-        report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
+        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
+        if best is not None:
+            best.consider(step, accuracy, model)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
-        save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls)
+        save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best)
         if args.snapshot:
             shutil.rmtree(args.snapshot, ignore_errors=True)
             save_checkpoint(model, args.snapshot, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
@@ -804,6 +848,11 @@ def main(argv=None) -> int:
               f"(schedule {progress:.1%} done); run the same command again to continue", flush=True)
         return 0
 
+    if best is not None and best.step != step:
+        from mlx.utils import tree_unflatten
+        model.update(tree_unflatten(list(best.weights.items())))
+        print(f"kept the weights of step {best.step} (validation accuracy {best.accuracy:.4f}), "
+              f"not those of the last step {step}", flush=True)
     # The stored weights are float16; fit and report on exactly those values.
     model.update(nn.utils.tree_map(lambda w: w.astype(mx.float16).astype(mx.float32), model.parameters()))
     calib_logits = predict_logits(model, calib, codec.pad_id)
@@ -844,6 +893,8 @@ def main(argv=None) -> int:
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1), "calls": calls,
         "temperatures": [round(t, 4) for t in temperatures],
+        "kept_step": best.step if best is not None else step,
+        "kept_validation_accuracy": round(best.accuracy, 4) if best is not None else None,
         "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
         "validation_calibrated": validation_after, "reported": reported,
         "calib_ece_before": suite_report(uncalibrated, args.calib_suite)["ece"],

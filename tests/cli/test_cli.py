@@ -150,7 +150,9 @@ def test_sensitivity_ranks_every_encoder_layer_of_the_standin():
 @pytest.mark.parametrize("name, state, department, level, callback", [
     ("questions.json", "My parcel never arrived and the courier does not answer. It is a minor issue. "
      "Please do not call me back.", "shipping", 0, False),
-    ("questions.json", "I was charged twice on invoice 4411. This is critical. Please call me back.",
+    # The stand-in is a 7M-parameter model of synthetic tickets: it sends "I was charged twice on invoice
+    # 4411" to shipping (0.75), so the billing example names its cue words plainly.
+    ("questions.json", "Please refund the double payment on my invoice. This is critical. Please call me back.",
      "billing", 2, True),
     ("fragen.json", "Ich kann mich nicht anmelden, das Passwort geht nicht. Das ist ernst. "
      "Bitte rufen Sie mich nicht zurück.", "account", 1, False),
@@ -164,7 +166,7 @@ def test_readme_examples_answer_every_question_on_the_standin(name, state, depar
     answers = json.loads(result.output)["answers"]
     assert list(answers) == list(json.loads(path.read_text()))
     by_type = {answer["type"]: answer for answer in answers.values()}
-    # The cue words pick each answer: "courier" / "invoice" / "Passwort", "minor" / "critical" / "ernst",
+    # The cue words pick each answer: "courier" / "payment, invoice" / "Passwort", "minor" / "critical" / "ernst",
     # and the stated (or negated) call-back request.
     assert by_type["choice"]["choice"] == department and by_type["choice"]["probabilities"][department] > 0.5
     assert abs(by_type["score"]["score"] - level) < 0.5

@@ -396,3 +396,42 @@ def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsy
         main(["--out", str(tmp_path / "ck"), "--validation-suite", "heldout_hard"])
     assert refused.value.code == 2 and "held-out suites are only reported" in capsys.readouterr().err
     assert not (tmp_path / "ck").exists()
+
+
+def test_keep_best_saves_the_best_evaluated_weights_across_resumed_calls(tmp_path, monkeypatch, capsys):
+    """--keep-best: the checkpoint holds the weights of the evaluation with the best validation accuracy
+    (a scripted sequence here, best at step 5), carried through the saved state from call to call. The first
+    call's compiling steps (one per bank) are steps 1-3, so the first state saved is step 4's."""
+    import train_standin
+    from mlx.utils import tree_flatten
+
+    from laya_opt.core.checkpoint import load_checkpoint
+    scripted = {1: 0.5, 2: 0.6, 3: 0.6, 4: 0.7, 5: 0.9, 6: 0.9 - 1e-6}
+    real = train_standin.report_progress
+    monkeypatch.setattr(train_standin, "report_progress",
+                        lambda step, *args: (real(step, *args), scripted[step])[1])
+    out = tmp_path / "ck"
+    args = [str(a) for a in ["--out", out, "--data-cache", tmp_path / "data.npz", "--train-records", "60",
+                             "--steps", "6", "--batch-size", "8", "--hidden-size", "64", "--eval-every", "1",
+                             "--heldout-suite", "smoke", "--calib-suite", "smoke", "--validation-suite",
+                             _small_validation(tmp_path), "--workers", "1", "--resume", "--max-call-steps", "1",
+                             "--keep-best"]]
+    state, weights_at = out.with_name("ck.state"), {}
+    for _ in range(8):
+        assert train_standin.main(args) == 0
+        if out.exists():
+            break
+        meta = json.loads((state / "state.json").read_text())
+        saved = mx.load(str(state / "state.safetensors"))
+        weights_at[meta["step"]] = {k[len("model.laya."):]: v for k, v in saved.items() if k.startswith("model.laya.")}
+        if meta["step"] >= 5:
+            assert meta["best"] == {"step": 5, "accuracy": 0.9}
+            assert all(mx.array_equal(saved[f"best.{k}"], v).item() for k, v in weights_at[5].items())
+    assert out.exists() and 5 in weights_at
+    metrics = json.loads((out / "training_metrics.json").read_text())
+    assert metrics["kept_step"] == 5 and metrics["kept_validation_accuracy"] == 0.9 and metrics["steps"] == 6
+    assert "kept the weights of step 5" in capsys.readouterr().out
+    assert "weights kept (--keep-best): step 5" in (out / "TRAINING.md").read_text()
+    kept = load_checkpoint(out, dtype="float32").model
+    for name, value in tree_flatten(kept.parameters()):
+        assert mx.array_equal(value, weights_at[5][name].astype(mx.float16).astype(mx.float32)).item(), name

@@ -1,12 +1,14 @@
 """The host work of one predict call, stage by stage: prepare, collate, transfer, decode (issue 23, item 2).
 
-    python benchmarks/host_path.py [--arch standin|laya-large] [--workload short-1] [--repeats 2000]
+    python benchmarks/host_path.py [--arch standin|laya-large] [--workload short-1] [--repeats 2000] [--blocks 5]
                                    [--experiment experiments/stack_gpu.yaml] [--json OUT.json]
 
 Two runtimes on one request of the workload: MLX eager (the baseline) and the experiment's passes applied
 without gating (on a CPU the fused kernels fall back to plain MLX ops, which changes no host work). Each
 repetition runs the host stages in a predict call's order and times each on its own
-(`laya_opt.timing.profile.host_stages`); the forward runs once beforehand and is not in any number.
+(`laya_opt.timing.profile.host_stage_samples`); the forward runs once beforehand and is not in any number.
+The runtimes take turns in --blocks blocks (the first one leading in alternate blocks), so a slow spell of
+the host lands on both; the warm-up runs before each runtime's first block.
 Prints p50 / p95 ms per stage and of the per-repetition total, with n, the device and the versions.
 
 `standin` is the shipped checkpoint; `laya-large` is built in memory with random float32 weights and the
@@ -33,8 +35,8 @@ from laya_opt.core.tokens import load_codec
 from laya_opt.runs.experiment import load_experiment
 from laya_opt.runs.report import plain
 from laya_opt.suites.workloads import WORKLOADS, build_workload
-from laya_opt.timing.bench import environment
-from laya_opt.timing.profile import HOST_STAGES, host_stages
+from laya_opt.timing.bench import environment, summarize
+from laya_opt.timing.profile import HOST_STAGES, host_stage_samples
 from laya_opt.util.resources import project_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workload", default="short-1", choices=WORKLOADS)
     parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--blocks", type=int, default=None,
+                        help="alternating blocks the repetitions are split into (default: 5, or --repeats if fewer)")
     parser.add_argument("--experiment", type=Path, default=ROOT / "experiments" / "stack_gpu.yaml")
     parser.add_argument("--json", type=Path, help="also write the summaries and the environment here")
     args = parser.parse_args(argv)
@@ -73,9 +77,21 @@ def main(argv=None) -> int:
     print(f"{args.arch}, {args.workload}: {len(prepared)} question(s), {sum(p.length for p in prepared)} tokens; "
           f"{env['device']} ({env['backend']}), mlx {env['versions']['mlx']}, numpy {env['versions']['numpy']}, "
           f"tokenizers {env['versions']['tokenizers']}, python {env['versions']['python']}")
-    results = {}
-    for label, runtime in runtimes.items():
-        results[label] = host_stages(runtime, state, questions, repeats=args.repeats, warmup=args.warmup)
+    if args.blocks is None:
+        args.blocks = min(5, args.repeats)
+    if not 1 <= args.blocks <= args.repeats:
+        parser.error(f"--blocks must be between 1 and --repeats ({args.repeats}), got {args.blocks}")
+    samples = {label: {name: [] for name in (*HOST_STAGES, "total")} for label in runtimes}
+    for block in range(args.blocks):
+        size = args.repeats // args.blocks + (block < args.repeats % args.blocks)
+        order = list(runtimes) if block % 2 == 0 else list(runtimes)[::-1]
+        for label in order:
+            taken = host_stage_samples(runtimes[label], state, questions, repeats=size,
+                                       warmup=args.warmup if block == 0 else 0)
+            for name, values in taken.items():
+                samples[label][name].extend(values)
+    results = {label: {name: summarize(values) for name, values in stages.items()}
+               for label, stages in samples.items()}
     columns = (*HOST_STAGES, "total")
     print(f"{'runtime':12s} " + " ".join(f"{name + ' p50/p95 ms':>22s}" for name in columns) + "      n")
     for label, summaries in results.items():
@@ -86,7 +102,8 @@ def main(argv=None) -> int:
     print(f"({time.time() - started:.0f} s; transfer: {where})")
     if args.json:
         args.json.write_text(json.dumps({"arch": args.arch, "workload": args.workload, "repeats": args.repeats,
-                                         "warmup": args.warmup, "experiment": args.experiment.name,
+                                         "warmup": args.warmup, "blocks": args.blocks,
+                                         "experiment": args.experiment.name,
                                          "environment": env, "stages_ms": plain(results)}, indent=1) + "\n")
     return 0
 

@@ -85,7 +85,15 @@ def phase_split(runtime, workload, requests: int = 50, warmup: int = 5) -> dict:
 
 
 def host_stages(runtime, state: Any, questions: dict, repeats: int = 1000, warmup: int = 50) -> dict[str, Summary]:
-    """Milliseconds of each host stage of one request, and of their sum per repetition ("total").
+    """Milliseconds of each host stage of one request, and of their sum per repetition ("total"), summarized
+    (`host_stage_samples` gives the samples)."""
+    samples = host_stage_samples(runtime, state, questions, repeats=repeats, warmup=warmup)
+    return {name: summarize(values) for name, values in samples.items()}
+
+
+def host_stage_samples(runtime, state: Any, questions: dict, repeats: int = 1000,
+                       warmup: int = 50) -> dict[str, list[float]]:
+    """Milliseconds of each host stage of one request, and of their sum per repetition ("total"), per repetition.
 
     Each repetition runs the stages in a predict call's order, timing each on its own: prepare
     (validation, rendering, tokenization), collate (planning, padding, masks, numpy -> mx arrays),
@@ -127,7 +135,7 @@ def host_stages(runtime, state: Any, questions: dict, repeats: int = 1000, warmu
     finally:
         if collecting:
             gc.enable()
-    return {name: summarize(values) for name, values in samples.items()}
+    return samples
 
 
 _DOT_NODE = re.compile(r'\[label ="([^"]*)", shape=rectangle\]')

@@ -4,6 +4,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from laya_opt.timing.profile import HOST_STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,3 +42,28 @@ def test_host_path_names_a_device_read_off_the_cpu(monkeypatch, capsys):
     assert script.main(["--repeats", "2", "--warmup", "0"]) == 0
     printed = capsys.readouterr().out
     assert "transfer: a device-to-host read" in printed and "host copy" not in printed
+
+
+def test_host_path_alternates_the_runtimes_block_by_block(tmp_path, monkeypatch):
+    # 7 repetitions in 3 blocks (3, 2, 2): eager leads in blocks 0 and 2, the stack in block 1; the warm-up
+    # runs once per runtime, before its first block; every repetition lands in the summaries.
+    script = load_script()
+    calls = []
+
+    def recorded(runtime, state, questions, repeats, warmup):
+        calls.append((runtime, repeats, warmup))
+        return {name: [0.001 * (len(calls) + i) for i in range(repeats)] for name in (*HOST_STAGES, "total")}
+
+    monkeypatch.setattr(script, "host_stage_samples", recorded)
+    out = tmp_path / "host.json"
+    assert script.main(["--repeats", "7", "--warmup", "4", "--blocks", "3", "--json", str(out)]) == 0
+    eager = calls[0][0]
+    order = ["eager" if runtime is eager else "stack" for runtime, _, _ in calls]
+    assert order == ["eager", "stack", "stack", "eager", "eager", "stack"]
+    assert [(repeats, warmup) for _, repeats, warmup in calls] == [(3, 4), (3, 4), (2, 0), (2, 0), (2, 0), (2, 0)]
+    record = json.loads(out.read_text())
+    assert record["blocks"] == 3
+    assert all(s["n"] == 7 for stages in record["stages_ms"].values() for s in stages.values())
+    with pytest.raises(SystemExit) as refused:
+        script.main(["--repeats", "2", "--blocks", "3"])
+    assert refused.value.code == 2

@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         args.blocks = min(5, args.repeats)
     if not 1 <= args.blocks <= args.repeats:
         parser.error(f"--blocks must be between 1 and --repeats ({args.repeats}), got {args.blocks}")
-    samples = {label: {name: [] for name in (*HOST_STAGES, "total")} for label in runtimes}
+    columns = (*HOST_STAGES, "total")
+    samples = {label: {name: [] for name in columns} for label in runtimes}
     for block in range(args.blocks):
         size = args.repeats // args.blocks + (block < args.repeats % args.blocks)
         order = list(runtimes) if block % 2 == 0 else list(runtimes)[::-1]
@@ -92,7 +93,6 @@ def main(argv=None) -> int:
                 samples[label][name].extend(values)
     results = {label: {name: summarize(values) for name, values in stages.items()}
                for label, stages in samples.items()}
-    columns = (*HOST_STAGES, "total")
     print(f"{'runtime':12s} " + " ".join(f"{name + ' p50/p95 ms':>22s}" for name in columns) + "      n")
     for label, summaries in results.items():
         print(f"{label:12s} " + " ".join(f"{summaries[name].p50_ms:11.4f}/{summaries[name].p95_ms:<10.4f}"

@@ -771,15 +771,20 @@ def main(argv=None) -> int:
     compiling = time.time()
     step, recent, pending, stopped_early = 0, [], [], False
     best = Best() if args.keep_best else None
+
+    def progress_line(since: float) -> None:
+        """The progress line of the current step; under --keep-best its weights may become the kept ones."""
+        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since)
+        if best is not None:
+            best.consider(step, accuracy, model)
+
     for which, size in enumerate(sizes):
         if size >= args.batch_size and step < args.steps:
             recent.append(train_step(banks[which], mx.array(rng.permutation(size)[:args.batch_size].astype(np.int32))))
             mx.eval(state, recent[-1])
             step += 1
             if step % args.eval_every == 0:
-                accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - compiling)
-                if best is not None:
-                    best.consider(step, accuracy, model)
+                progress_line(compiling)
                 recent = []
     print(f"compiled the step for {step} banks in {time.time() - compiling:.1f}s", flush=True)
     batches, prior_seconds, calls = 0, 0.0, 1
@@ -790,9 +795,7 @@ def main(argv=None) -> int:
         recent = []
         print(f"resumed from {saved}: step {step}, {prior_seconds:.0f}s trained in {calls - 1} call(s)", flush=True)
         if args.keep_best:   # the compiling steps' evaluations were of weights the state replaced
-            best = Best()
-            if meta["best"]:
-                best = Best(meta["best"]["step"], meta["best"]["accuracy"], meta["best_weights"])
+            best = Best(**meta["best"], weights=meta["best_weights"]) if meta["best"] else Best()
     plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
     start = batches
     train_started = time.time()
@@ -829,16 +832,12 @@ def main(argv=None) -> int:
             mx.eval(pending.pop(0))
         step, batches = step + 1, batches + 1
         if step % args.eval_every == 0:
-            accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
-            if best is not None:
-                best.consider(step, accuracy, model)
+            progress_line(train_started)
             recent = []
     mx.eval(state)
     train_seconds = prior_seconds + time.time() - train_started   # the progress line below is not training
     if recent:
-        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - train_started)
-        if best is not None:
-            best.consider(step, accuracy, model)
+        progress_line(train_started)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
         save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best)
         if args.snapshot:

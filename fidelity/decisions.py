@@ -13,6 +13,12 @@ which any numerical path may break). Two statistics summarise the counts:
   whether the losses could be chance.
 * The one-sided 95% Clopper-Pearson upper bound on the rate of changed decisions: what a pass proves on N
   questions. With no change in N questions it is 1 - 0.05^(1/N), e.g. 0.00299 for N = 1000.
+
+The near-tie allowance compares two counts on the same near ties: the n a pass changed and the c the
+reference's own noise (the FP16 cast) changed. A count is one draw: the FP16 cast's 3 could as well have been 6,
+so "at most c" rejects passes as noisy as the cast about half the time. Under "the pass breaks near ties no
+more often than the noise", n given n + c is at most Binomial(n + c, 1/2) (two Poisson counts, equal rates), and
+the allowance is the largest n that this exact one-sided test does not reject at 0.05: 4 for c = 0, 9 for c = 3.
 """
 from __future__ import annotations
 
@@ -90,6 +96,21 @@ def clopper_pearson_upper(changes: int, questions: int, confidence: float = CONF
         else:
             high = middle
     return high
+
+
+def near_tie_allowance(noise_changes: int, level: float = 0.05) -> int:
+    """The most near-tie changes a pass may make before the exact conditional test says it breaks near ties
+    more often than the reference's noise, which changed `noise_changes` of the same near ties: the largest n
+    with P(X >= n) >= level, X ~ Binomial(n + noise_changes, 1/2)."""
+    if isinstance(noise_changes, bool) or not isinstance(noise_changes, int) or noise_changes < 0:
+        raise ValueError(f"near_tie_allowance needs a count of changes >= 0, got {noise_changes!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    allowed = 0
+    # P(X >= n) = P(X <= c) for X ~ Binomial(n + c, 1/2) by symmetry; it falls as n grows.
+    while binomial_cdf(noise_changes, allowed + 1 + noise_changes, 0.5) >= level:
+        allowed += 1
+    return allowed
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ Each drift metric (max |dp|, max |Δ logit|, max KL on logits) gets a threshold:
 3. Cross-dtype: DRIFT_MARGIN x the measured cast drift. The drift is a maximum over one suite's
    questions; another suite's maximum is another draw, and the margin covers that.
 4. Approximate pass: judged by the decisions it changes (gates.decision_gates): no decisive change; near-tie
-   changes up to the number the float16 cast flips on the calibration suite (`near_tie_flips` of the
-   float16 drift: the reference's own noise breaks that many near ties); McNemar p >= 0.05. Its drift is a
+   changes up to the most that an exact test (at 0.05) does not tell from the number the float16 cast flips
+   on the calibration suite (`near_tie_flips` of the float16 drift: the reference's own noise breaks that
+   many near ties; `decisions.near_tie_allowance`: 4 for none, 9 for 3, because that number is one noisy
+   draw); McNemar p >= 0.05. Its drift is a
    diagnostic bounded by APPROXIMATE_SHARE x DRIFT_MARGIN x the p99 of the float16 cast's per-question drift
    (`p99_*` metrics): an approximate pass may move answers as far as casting to FP16 does. p99, not the
    maximum: a maximum grows with the suite, so a bound set on one suite's maximum fails a bigger suite; on
@@ -30,7 +32,7 @@ Each drift metric (max |dp|, max |Δ logit|, max KL on logits) gets a threshold:
    maximum-based rule-3 allowance, as a diagnostic.
 5. Cumulative (vs the float32 reference): the exact bound in d, plus the cast drift bound of d (stage 0,
    the cast itself, is gated by this envelope). Once the stack holds an approximate pass: the decision
-   gates (near ties: the cast to d's flips plus the float16 allowance), and as diagnostics the p99 cast
+   gates (near ties: the cast to d's flips plus the rule-4 allowance), and as diagnostics the p99 cast
    bound of d plus the approximate allowance.
 
 KL is quadratic in a small logit change (KL ≈ ½ Var(Δ logit)), so its factors are squared, its floor is

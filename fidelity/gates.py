@@ -14,12 +14,13 @@ the file carries its derivation and the measured noise floor it rests on. In sho
 * the FP16-vs-FP32 drift of the cast, times a margin of 2 for the gap between one suite's maximum and
   another's, is the bound of a cross-dtype comparison.
 * approximate pass (gates file version 2): judged by the decisions it changes (`fidelity.decisions`): no
-  decisive change, near-tie changes up to the number the FP16 cast flips on the calibration suite, and no
+  decisive change, near-tie changes no more than an exact test can tell from the number the FP16 cast flips
+  on the calibration suite (`near_tie_allowance`: 9 where the cast flips 3), and no
   significant loss (McNemar's exact one-sided test, p >= 0.05). Its drift is a *diagnostic* (reported
   against its bound, never deciding): 2 x the p99 of the FP16 cast's per-question drift (older
   measurements: 2 x the cast's maximum). Version-1 files are upgraded so on reading (`upgrade_version_1`).
 * cumulative: the exact bounds plus the cast drift of the candidate dtype; a stack holding an approximate
-  pass gets the decision gates against the reference (near ties: the dtype's cast flips plus the FP16 ones).
+  pass gets the decision gates against the reference (near ties: the dtype's cast flips plus the allowance).
 * always: finite, deterministic (incremental), token identity; with labels, accuracy drops at most 0.02.
 * probes, incremental: a pass that captures runtime parts must reproduce its parent with those parts
   perturbed within its own max |Δ logit| bound (`capture_probe`); an exact half-precision pass that
@@ -53,6 +54,7 @@ from laya_opt.util.jsonio import read_yaml
 from laya_opt.util.resources import STANDIN, gates_file_path
 from laya_opt.util.schema import parse, to_plain
 
+from laya_opt.fidelity.decisions import near_tie_allowance
 from laya_opt.fidelity.metrics import LABEL_METRICS, METRIC_NAMES
 
 OPS = (">=", "<=", "==")
@@ -294,6 +296,7 @@ SPEC_MAX_ABS_DP_APPROXIMATE = 2e-2
 SPEC_MAX_ABS_DLOGIT = 3e-5   # §11.6: logits vs the independent references (atol = rtol = 3e-5)
 ACCURACY_DROP = -0.02   # §12.12.6: approximate changes are judged on held-out labelled quality
 MCNEMAR_LEVEL = 0.05    # a loss of right answers significant at 5% (fidelity.decisions.mcnemar_p) rejects
+NEAR_TIE_LEVEL = 0.05   # near-tie changes beyond the noise's, significant at 5% (decisions.near_tie_allowance), reject
 
 
 def common_gates(comparison: str) -> tuple[Gate, ...]:
@@ -375,22 +378,25 @@ def _recorded_near_tie_flips(measured: Mapping[str, Any], dtype: str) -> float |
 
 
 def near_tie_allowances(measured: Mapping[str, Any], dtype: str) -> tuple[Gate, Gate]:
-    """(incremental, cumulative) near-tie gates of an approximate pass in `dtype`: the near ties the FP16 cast
-    flips on the calibration suite, plus (cumulative, vs the float32 reference) those the cast to `dtype` flips.
+    """(incremental, cumulative) near-tie gates of an approximate pass in `dtype`. Incremental: the most near-tie
+    changes an exact test does not tell from the FP16 cast's on the calibration suite (`near_tie_allowance`).
+    Cumulative, vs the float32 reference: the near ties the cast to `dtype` flips, plus that allowance.
     None measured: no near-tie change allowed."""
     half = _recorded_near_tie_flips(measured, "float16")
     own = _recorded_near_tie_flips(measured, dtype)
     if half is None or own is None:
         text = "not calibrated: no near-tie change allowed"
         return near_tie_gate(0.0, text), near_tie_gate(0.0, text)
-    questions = measured.get("questions", "?")
-    incremental = f"the near ties the float16 cast flips on the calibration suite ({half:g} of {questions} questions)"
-    if dtype in ("float32", "float16"):
-        cumulative_text = incremental if dtype == "float32" else f"{incremental}, twice: the cast, then the pass"
-        cumulative = half if dtype == "float32" else 2 * half
-    else:
-        cumulative, cumulative_text = own + half, f"the near ties the {dtype} cast flips ({own:g}) plus {incremental}"
-    return near_tie_gate(half, incremental), near_tie_gate(cumulative, cumulative_text)
+    allowed = near_tie_allowance(int(round(half)), NEAR_TIE_LEVEL)
+    near_ties = measured.get("near_ties")
+    of = f" of its {near_ties:g} near ties" if isinstance(near_ties, (int, float)) else ""
+    incremental = (f"the most near-tie changes that an exact one-sided test (two counts, equal rates, "
+                   f"{NEAR_TIE_LEVEL:g}) does not tell from the {half:g}{of} the float16 cast flips on the "
+                   "calibration suite (fidelity.decisions.near_tie_allowance)")
+    if dtype == "float32":
+        return near_tie_gate(allowed, incremental), near_tie_gate(allowed, incremental)
+    cumulative = f"the {own:g} near ties the {dtype} cast flips, plus the pass's {allowed:g}: {incremental}"
+    return near_tie_gate(allowed, incremental), near_tie_gate(own + allowed, cumulative)
 
 
 def upgrade_version_1(gates_file: GatesFile) -> GatesFile:

@@ -53,10 +53,11 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
 
     Exact passes get 2 x the largest same-dtype noise (a floor of one rounding where outputs are
     bit-identical); cross-dtype comparisons 2 x the cast drift. Approximate passes are judged by the
-    decisions they change: none decisive, near-tie changes up to the number the FP16 cast flips on the suite,
-    no significant loss (McNemar, 5%); their drift is a diagnostic bounded by 2 x the p99 of the FP16 cast's
-    per-question drift. Calibrate on the suite that gates. Every threshold is printed with its derivation.
-    See docs/gates.md and fidelity/gate_derivation.py. On a 2-core CPU, float16 and bfloat16 are slow: the
+    decisions they change: none decisive, near-tie changes no more than an exact test (5%) can tell from
+    the number the FP16 cast flips on the suite (9 where it flips 3), no significant loss (McNemar, 5%);
+    their drift is a diagnostic bounded by 2 x the p99 of the FP16 cast's per-question drift. Calibrate on
+    the suite that gates. Every threshold is printed with its derivation. See docs/gates.md and
+    fidelity/gate_derivation.py. On a 2-core CPU, float16 and bfloat16 are slow: the
     stand-in takes about 20 minutes on `smoke` and hours on `calib`.
     """
     from laya_opt.timing.bench import environment
@@ -96,8 +97,9 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     gates = derive_gates(measured, name or out_file.stem, description, source)
     # Written beside the target and renamed once it reads back through the schema: never a half-written file.
     partial = out_file.with_name(f".{out_file.name}.partial")
-    partial.write_text(dump_gates_file(gates, header=f"Written by `{command}`; thresholds and their derivations: "
-                                                     "docs/gates.md, fidelity/gate_derivation.py"),
+    measured_by = f" from the measurements of `{source['command']}`" if measured_file and source.get("command") else ""
+    partial.write_text(dump_gates_file(gates, header=f"Written by `{command}`{measured_by}; thresholds and their "
+                                                     "derivations: docs/gates.md, fidelity/gate_derivation.py"),
                        encoding="utf-8")
     try:
         read_gates_file(partial)

@@ -135,11 +135,14 @@ def test_approximate_drift_bounds_come_from_the_p99_of_the_cast_and_are_diagnost
     assert gates["float16"].exact_incremental == derive_gates(measured(), "t").gates["float16"].exact_incremental
 
 
-def test_near_tie_allowances_are_what_the_casts_flip():
+def test_near_tie_allowances_rest_on_what_the_casts_flip():
     gates = derive_gates(_with_percentiles({"float16": 3.0, "bfloat16": 5.0}), "t").gates
     allowance = {dtype: (bounds(gates[dtype].approximate_incremental)["near_tie_flips"].threshold,
                          bounds(gates[dtype].approximate_cumulative)["near_tie_flips"].threshold) for dtype in gates}
-    assert allowance == {"float32": (3.0, 3.0), "float16": (3.0, 6.0), "bfloat16": (3.0, 8.0)}
+    # The pass may change 9 (what an exact test can't tell from the FP16 cast's 3); vs the reference, the cast
+    # to the candidate dtype adds its own flips.
+    assert allowance == {"float32": (9.0, 9.0), "float16": (9.0, 12.0), "bfloat16": (9.0, 14.0)}
+    assert "does not tell from the 3" in bounds(gates["float32"].approximate_incremental)["near_tie_flips"].derivation
     for dtype in gates:
         for table in (gates[dtype].approximate_incremental, gates[dtype].approximate_cumulative):
             metrics = [(gate.metric, gate.op, gate.threshold) for gate in table if not gate.diagnostic]
@@ -147,7 +150,7 @@ def test_near_tie_allowances_are_what_the_casts_flip():
     # Measurements from before near-tie flips were recorded: argmax minus decisive flips.
     old = measured()
     old["drift"]["float16"].update(argmax_flips=2.0, decisive_flips=0.0)
-    assert bounds(derive_gates(old, "t").gates["float32"].approximate_incremental)["near_tie_flips"].threshold == 2.0
+    assert bounds(derive_gates(old, "t").gates["float32"].approximate_incremental)["near_tie_flips"].threshold == 8.0
 
 
 def test_a_version_2_file_with_diagnostics_reads_back(tmp_path):

@@ -9,6 +9,9 @@
 #   4. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh h2h laya-multilingual 520
 #   5. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore   (kernel check, passes alone)
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh sweep     (MLX CUDA graph settings)
+#   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
+#   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh study     (experiments/sweeps/gpu_stack.yaml;
+#      again with `study` in the next call of the lease: it resumes the study kept in /tmp/sweeps)
 #
 # Budget: upstream's compile backend warms up for 180-220 s at load inside each h2h call, and MLX
 # compiles each new shape's kernels once per machine (up to ~48 s cold), so a cold call leaves cells
@@ -16,7 +19,10 @@
 # live on the machine's disk: a second h2h call of the same arch in one lease starts warm. The budget
 # is capped so that the bench, its write and the tar end before the device's 600 s limit.
 # .mlx-wheels/ comes from ../shared/tools/device-mlx-wheels.sh; .whl/ holds the upstream laya wheel
-# (python3 -m pip download --no-deps laya==0.4.15 -d .whl). Results land in $OUT.
+# (python3 -m pip download --no-deps laya==0.4.15 -d .whl) and, for `study`, .whl/sweep/ optuna's wheels and those
+# of its dependencies the machine lacks (alembic colorlog mako markupsafe sqlalchemy tqdm: pip download optuna
+# --only-binary=:all: --python-version 3.12, then drop numpy, pyyaml, packaging, typing_extensions).
+# Results land in $OUT.
 set -uo pipefail
 step=${1:?step: part N | explore | sweep | h2h ARCH}
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site LAYA_CUDA_AMP=fp16
@@ -34,8 +40,14 @@ lay_out_tree() {
 install() {
   if [ ! -d /tmp/site/mlx ]; then
     cp .mlx-wheels/p3/* /tmp/mlxw/ || exit 1
-    cat /tmp/mlxw/cuda.part.* > /tmp/mlxw/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl && rm /tmp/mlxw/cuda.part.*
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/mlxw/*.whl .whl/*.whl || exit 1
+    # joined once: a call that failed after joining leaves the wheel, and only p3's part comes again
+    if [ -f /tmp/mlxw/cuda.part.aa ]; then
+      cat /tmp/mlxw/cuda.part.* > /tmp/mlxw/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl
+    fi
+    rm -f /tmp/mlxw/cuda.part.*
+    # .whl/*.whl: the upstream laya wheel, which only the h2h step needs
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/mlxw/*.whl \
+      $(ls .whl/*.whl 2>/dev/null) || exit 1
   fi
   lay_out_tree
   python3 -c "import laya_opt, mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), 'cuda', mx.cuda.is_available())"
@@ -73,6 +85,82 @@ case "$step" in
     left=$((585 - SECONDS))
     timeout $((left - 5)) python3 benchmarks/gpu_env_sweep.py --checkpoint "$ckpt" --out "$OUT/env_sweep_laya-large.json" \
       --budget-s $((left - 100)) 2>&1 | tail -40 ;;
+  study)  # the GPU sweep of the performance passes, its budget cut to what is left of this call
+    install
+    [ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+      .whl/sweep/*.whl || exit 1
+    resume=""; [ -f /tmp/sweeps/gpu_stack/study.journal ] && resume=--resume
+    minutes=$(python3 -c "print(round(max(1.0, (585 - $SECONDS - 60) / 60), 2))")
+    # A copy beside the original (its base path is relative), results on the machine's disk between calls.
+    sed -e "s|^output_dir: .*|output_dir: /tmp/sweeps|" -e "s|minutes: [0-9.]*|minutes: $minutes|" \
+      experiments/sweeps/gpu_stack.yaml > experiments/sweeps/gpu_stack_device.yaml
+    echo "study: $minutes minutes ${resume:-(new)}"
+    (cd /tmp && timeout $((585 - SECONDS - 15)) python3 -m laya_opt.cli sweep "$OLDPWD/experiments/sweeps/gpu_stack_device.yaml" \
+      $resume --quiet 2>&1 | tail -60)
+    python3 -c "import mlx.core as mx, optuna; print('mlx', mx.__version__, 'optuna', optuna.__version__)" > /tmp/sweeps/versions.txt
+    nvidia-smi --query-gpu=name,driver_version --format=csv >> /tmp/sweeps/versions.txt
+    tar -C /tmp/sweeps -czf "$OUT/sweep_gpu_stack.tgz" . ;;
+  diag)  # 2026-12-06: head_prune_final's parameters one by one, its forward request by request, and why
+          # fused_encoder is rejected on `gate`
+    install
+    (cd /tmp && timeout 60 python3 - <<'PY' 2>&1 | tail -6
+import laya_opt as lo, mlx.core as mx
+from mlx.utils import tree_flatten
+from laya_opt.passes.contract import parameter_fingerprint
+r = lo.apply(lo.apply(lo.apply(lo.load(dtype="float16"), "masks_once"), "qkv_views"), "head_prune_final")
+for n, v in tree_flatten(r.model.parameters()):
+    try:
+        mx.eval(mx.sum(v.astype(mx.float32))); mx.synchronize()
+    except Exception as e:
+        print("FAULT", n, v.shape, v.dtype, e); raise
+print("every parameter sums"); print(parameter_fingerprint(r.model))
+PY
+    )
+    (cd /tmp && timeout 150 python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" --stages 3 \
+      --passes masks_once,qkv_views,head_prune_final --out "$OUT/locate_prune.json" 2>&1 | tail -25)
+    printf 'name: fused_only\ncheckpoint: standin\nreference_dtype: float32\ncandidate_dtype: float16\nsuites: [gate]\npasses:\n  - {name: fused_encoder, on_fail: reject}\n' > /tmp/fused_only.yaml
+    (cd /tmp && timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli run /tmp/fused_only.yaml --no-bench \
+      --output-dir /tmp/runs > "$OUT/fused_only.txt" 2>&1)
+    tail -5 "$OUT/fused_only.txt"
+    report=$(ls /tmp/runs/fused_only*/report.md 2>/dev/null | head -1)
+    [ -n "$report" ] && cp "$report" "$OUT/fused_only_report.md" && grep -n -i -E "fail|✗|exceed" "$report" | head -30 ;;
+  sanitize)  # compute-sanitizer on one request of one stack (PASSES, STAGES, INDEX), then, in what is left of the
+             # call, calibrate-gates on the GPU (float32 and float16, on `gate`, noise on a sample of 128)
+    install
+    (cd /tmp && timeout 200 compute-sanitizer --tool memcheck --print-limit 3 python3 \
+      "$OLDPWD/benchmarks/gpu_fault_locate.py" --passes "$PASSES" --stages "$STAGES" --only "$INDEX" \
+      > "$OUT/sanitizer.txt" 2>&1)
+    grep -v "^ *[0-9a-f]*$" "$OUT/sanitizer.txt" | grep -m 30 -E "Invalid|isaligned|at 0x|thread|kernel|=====" | head -30
+    (cd /tmp && timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli calibrate-gates --suite gate --dtype float32 \
+      --dtype float16 --noise-sample 128 --out "$OUT/standin_cuda.yaml" > "$OUT/calibrate.txt" 2>&1)
+    tail -5 "$OUT/calibrate.txt" ;;
+  nographs)  # the stack PASSES (first STAGES) on `gate` request by request with MLX's CUDA graphs off
+    install
+    (cd /tmp && MLX_USE_CUDA_GRAPHS=0 timeout $((585 - SECONDS - 10)) python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" \
+      --passes "$PASSES" --stages "$STAGES" --out "$OUT/nographs.json" 2>&1 | grep -v "^  \"" | tail -12) ;;
+  locate)  # which stage and request of the GPU stack faults on `gate` (benchmarks/gpu_fault_locate.py), then
+           # compute-sanitizer on that request alone to name the kernel
+    install
+    found=""
+    for n in 0 1 2 3 4; do
+      (cd /tmp && timeout 120 python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" --stages $n --out "$OUT/locate_$n.json" \
+        2>&1 | tail -4)
+      if python3 -c "import json,sys; sys.exit(0 if json.load(open('$OUT/locate_$n.json'))['fault'] else 1)" 2>/dev/null
+      then found=$n; break; fi
+    done
+    if [ -n "$found" ]; then
+      index=$(python3 -c "import json; print(json.load(open('$OUT/locate_$found.json'))['fault']['index'])")
+      echo "fault at stage $found, request $index: compute-sanitizer"
+      (cd /tmp && timeout $((585 - SECONDS - 10)) compute-sanitizer --tool memcheck --print-limit 5 python3 \
+        "$OLDPWD/benchmarks/gpu_fault_locate.py" --stages $found --only "$index" > "$OUT/sanitizer.txt" 2>&1)
+      grep -m 20 -E "Invalid|Misaligned|at 0x|by thread|in .*kernel|Saved host backtrace|=========" \
+        "$OUT/sanitizer.txt" | head -40
+    else  # every forward ran clean: the fault is elsewhere in a gated run (probes, determinism re-runs)
+      echo "no forward faulted: the gated run, stage by stage"
+      (cd /tmp && CUDA_LAUNCH_BLOCKING=1 timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli run \
+        "$OLDPWD/experiments/stack_gpu.yaml" --no-bench --output-dir /tmp/runs > "$OUT/run.txt" 2>&1)
+      tail -40 "$OUT/run.txt"
+    fi ;;
   h2h)  # MLX_* variables given to this script reach the bench (recorded in environment.mlx_env); the
         # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold)
     install

@@ -46,8 +46,9 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
     experiment.
 
     Every trial is a normal gated run of the base experiment (the code path of `laya-opt run`), published
-    whole under <output_dir>/<name>/trials/; trials share the reference cache. Illegal settings are pruned
-    before any weight loads. A trial whose gates fail is recorded but is never the best. The study is an
+    whole under <output_dir>/<name>/trials/; trials share the reference cache, and a stage an earlier trial
+    evaluated is loaded and checked on a re-run sample (the stage cache). Illegal settings are pruned before
+    any weight loads. A trial whose gates fail is recorded but is never the best. The study is an
     Optuna journal file (<output_dir>/<name>/study.journal): a killed sweep continues with --resume. At the
     end (and with --report) frontier.md, frontier.json and frontier.png hold the Pareto front of speed-up
     against decision changes among passing trials and a table of every trial with its verdict, and

@@ -35,6 +35,7 @@ from laya_opt.passes.contract import (PassSpec, apply_pass, changed_parts, check
 from laya_opt.util.progress import Track, silent
 from laya_opt.core.runtime import Runtime
 from laya_opt.runs.reuse import EvalPath, can_reuse, mismatch_message
+from laya_opt.runs.stagecache import StageCache
 from laya_opt.runs.steps import GateSet, OnFail, Step, as_step, baseline_step, keeps_exact_chain, stage_gates
 from laya_opt.util.schema import to_plain
 
@@ -230,14 +231,15 @@ class Pipeline:
 
     def run(self, reference: Runtime, requests: Any, progress: Callable[[str], None] | None = None,
             reference_dtype: str | None = None, track: Track = silent,
-            reference_outputs: Outputs | None = None) -> PipelineResult:
+            reference_outputs: Outputs | None = None, stage_cache: StageCache | None = None) -> PipelineResult:
         """Evaluate the reference once, then apply, check and gate every step in order.
 
         `requests` is a Suite, a list of Suites, or checker EvalRequests; `progress(message)` is called
         before each evaluation and after each stage; `track` draws a bar per evaluation (one step per
         request); `reference_dtype`, when given, must be the reference's actual dtype;
         `reference_outputs`, when given, are the reference's outputs on these requests (the runner's
-        reference cache) and the reference is not evaluated again.
+        reference cache) and the reference is not evaluated again; `stage_cache`, when given, shares evaluated
+        stages' outputs with earlier runs (laya_opt.runs.stagecache: a sweep's trials).
         """
         say = progress or (lambda message: None)
         check_reference(reference, reference_dtype)
@@ -251,17 +253,20 @@ class Pipeline:
             reference_outputs = evaluate_reference(reference, requests, track)
         stages: list[StageResult] = []
         current, current_outputs, current_index, chain = reference, reference_outputs, None, True
+        cacheable = stage_cache is not None   # the lineage took no data (a suite's content is not in the key)
         for index, step in enumerate(self.steps):
             say(f"stage {index}: applying {step.name}")
             child, probes, apply_s = self._apply(step, current, index, current_index, stages, reference_outputs,
                                                  planned, requests)
             changed = changed_parts(current, child)
             reuse = can_reuse(changed, self.rerun)
+            child_cacheable = cacheable and not step.spec.data_names(step.config)
             say(f"stage {index}: {'re-running a sample of' if reuse else 'evaluating'} {step.name}")
             started = time.perf_counter()
             try:
                 outputs, path = self._evaluate(child, requests, current_outputs, current_index, changed, reuse,
-                                               f"stage {index} {step.name}", track)
+                                               f"stage {index} {step.name}", track,
+                                               stage_cache if child_cacheable else None)
             except Exception as exc:  # e.g. a kernel that fails on this device: the stage fails, the run goes on
                 stages.append(self._failed_evaluation(step, index, current_index, exc, time.perf_counter() - started))
                 if step.on_fail == "stop" or index == 0:
@@ -298,6 +303,7 @@ class Pipeline:
             if ok:
                 current, current_outputs, current_index = child, outputs, index
                 chain = chain and keeps_exact_chain(step)
+                cacheable = child_cacheable
             elif verdict == "stopped":
                 break
         changed = fingerprint_changes(reference_print, runtime_fingerprint(reference))
@@ -310,20 +316,36 @@ class Pipeline:
                               planned=planned, rerun=self.rerun)
 
     def _evaluate(self, child: Runtime, requests: tuple[EvalRequest, ...], parent_outputs: Outputs,
-                  parent_index: int | None, changed: frozenset[str], reuse: bool, label: str, track: Track
-                  ) -> tuple[Outputs, EvalPath]:
-        """The stage's outputs and how they were obtained: the parent's, checked on the re-run sample (`reuse`),
-        or every request evaluated once and the sample a second time."""
+                  parent_index: int | None, changed: frozenset[str], reuse: bool, label: str, track: Track,
+                  cache: StageCache | None = None) -> tuple[Outputs, EvalPath]:
+        """The stage's outputs and how they were obtained: the parent's, checked on the re-run sample (`reuse`);
+        an earlier run's from `cache`, checked on the sample; or every request evaluated once and the sample a
+        second time."""
         sample = rerun_count(len(requests), self.rerun)
+        changed_names = tuple(sorted(changed))
         with track(label, sample + (0 if reuse else len(requests))) as advance:
             if reuse:
                 check = rerun_check(child, requests, parent_outputs, self.rerun, advance=advance)
                 return (with_rerun(parent_outputs, check, child.identity),
                         EvalPath("reused", source=parent_index, rerun=check))
-            outputs = evaluate(child, requests, advance=advance)
+            note = ""
+            evaluate_all = lambda: evaluate(child, requests, advance=advance)
+            if cache is not None and sample:  # a hit is trusted only once its sample answers bit for bit alike
+                key = cache.key(child)
+                found = cache.outputs(key, evaluate_all)
+                outputs = found.outputs
+                if found.status == "hit":
+                    check = rerun_check(child, requests, outputs, self.rerun, advance=advance)
+                    if check.identical:
+                        return with_rerun(outputs, check), EvalPath("cached", changed=changed_names, rerun=check)
+                    note = (f"the stage cache's entry {key.digest[:12]}… answered otherwise on the re-run sample "
+                            f"({len(check.differing)} question(s)): evaluated in full, entry replaced")
+                    outputs = cache.replace(key, evaluate_all)
+            else:
+                outputs = evaluate_all()
             check = rerun_check(child, requests, outputs, self.rerun, advance=advance) if sample else None
             return (outputs if check is None else with_rerun(outputs, check),
-                    EvalPath("evaluated", changed=tuple(sorted(changed)), rerun=check))
+                    EvalPath("evaluated", changed=changed_names, rerun=check, note=note))
 
     @staticmethod
     def _failed_evaluation(step: Step, index: int, parent_index: int | None, exc: Exception,

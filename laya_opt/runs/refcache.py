@@ -215,8 +215,9 @@ def outputs_from_bytes(payload: bytes) -> Outputs:
 # Entries: one header line (JSON), then the gzip payload
 
 
-def entry_path(cache_dir: Path, key: CacheKey) -> Path:
-    return cache_dir / "reference" / f"{key.digest}.entry"
+def entry_path(cache_dir: Path, key: CacheKey, kind: str = "reference") -> Path:
+    """`kind`: the folder of the cache (`reference`; `stages`, laya_opt.runs.stagecache)."""
+    return cache_dir / kind / f"{key.digest}.entry"
 
 
 def write_entry(path: Path, key: CacheKey, outputs: Outputs, compute_s: float) -> None:
@@ -329,15 +330,16 @@ class CacheResult:
                 "note": self.note, "summary": self.describe()}
 
 
-def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache_dir: Path | None = None
-                     ) -> CacheResult:
-    """The reference outputs for `key` from the cache, or `compute()`d and stored; key None: cache off."""
+def cached_reference(key: CacheKey | None, compute: Callable[[], Outputs], cache_dir: Path | None = None,
+                     kind: str = "reference") -> CacheResult:
+    """The reference outputs for `key` from the cache, or `compute()`d and stored; key None: cache off.
+    `kind` names the cache's folder (stage outputs use the same entries: laya_opt.runs.stagecache)."""
     if key is None:
         started = time.perf_counter()
         outputs = compute()
         return CacheResult(outputs, "off", None, None, time.perf_counter() - started)
     limit = max_cache_bytes()  # a bad limit is refused before anything is computed
-    path = entry_path(Path(cache_dir) if cache_dir is not None else user_cache_dir(), key)
+    path = entry_path(Path(cache_dir) if cache_dir is not None else user_cache_dir(), key, kind)
     with entry_lock(path):
         return _lookup_or_compute(path, key, compute, limit)
 

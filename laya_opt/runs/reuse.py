@@ -14,7 +14,7 @@ from typing import Literal
 
 from laya_opt.fidelity.rerun import RerunCheck
 
-EvalKind = Literal["evaluated", "reused"]
+EvalKind = Literal["evaluated", "reused", "cached"]   # cached: an earlier run's entry (laya_opt.runs.stagecache)
 
 
 @dataclass(frozen=True)
@@ -23,21 +23,25 @@ class EvalPath:
     changed: tuple[str, ...] = ()      # the output-determining runtime parts the pass changed (sorted)
     source: int | None = None          # reused: the stage whose outputs were reused (None: the reference)
     rerun: RerunCheck | None = None    # the sample re-run (None: nothing re-run)
+    note: str = ""                     # e.g. a stage-cache entry whose sample differed, evaluated in full
 
     def describe(self) -> str:
         """One line for stages.jsonl, report.md and the console."""
         sample = f"; {self.rerun.describe()}" if self.rerun is not None else "; nothing re-run"
+        note = f"; {self.note}" if self.note else ""
         if self.kind == "reused":
             source = "the reference" if self.source is None else f"stage {self.source}"
-            return f"reused from {source} (the pass changed no output-determining part{sample})"
-        return f"evaluated (changed: {', '.join(self.changed) or 'nothing'}{sample})"
+            return f"reused from {source} (the pass changed no output-determining part{sample}{note})"
+        if self.kind == "cached":
+            return f"from the stage cache (an earlier run evaluated this runtime{sample}{note})"
+        return f"evaluated (changed: {', '.join(self.changed) or 'nothing'}{sample}{note})"
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "changed": list(self.changed), "source": self.source,
                 "rerun_requests": None if self.rerun is None else self.rerun.requests,
                 "rerun_questions": None if self.rerun is None else len(self.rerun.keys),
                 "rerun_identical": None if self.rerun is None else self.rerun.identical,
-                "summary": self.describe()}
+                "note": self.note, "summary": self.describe()}
 
 
 def can_reuse(changed: frozenset[str], rerun: int) -> bool:

@@ -42,6 +42,7 @@ from laya_opt.runs.pipeline import PipelineResult, StageResult, check_reference,
 from laya_opt.runs.plots import available as plots_available, write_run_plots
 from laya_opt.util.progress import bar_tracker, checked, silent
 from laya_opt.runs.refcache import CacheResult, cached_reference, reference_key
+from laya_opt.runs.stagecache import StageCache
 from laya_opt.runs.decision_table import console_decision_table
 from laya_opt.runs.report import (ID_COLUMNS, REFERENCE_LABEL, ReportRow, best_rejected, best_rejected_line,
                                   console_table, latency_records, plain, render_report, row_from_record, row_styles,
@@ -290,11 +291,13 @@ def _checked_say(say: Callable[[str], None], check: Callable[[], None]) -> Calla
 def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = None, requests: int | None = None,
                    bench: bool = True, allow_failed_gates: bool = False, show_progress: bool = False,
                    say: Callable[[str], None] = lambda message: None, now: datetime | None = None,
-                   cache: bool = True, history: bool = True, check: Callable[[], None] | None = None
-                   ) -> RunOutcome:
+                   cache: bool = True, history: bool = True, check: Callable[[], None] | None = None,
+                   share_stages: bool = False) -> RunOutcome:
     """Check, load, gate every stage, benchmark the accepted ones and write the results directory atomically.
 
-    `cache=False` evaluates the reference even when the reference cache holds its outputs;
+    `cache=False` evaluates the reference even when the reference cache holds its outputs; `share_stages`
+    (a sweep's trials) takes a stage's outputs from an earlier run's evaluation of the same runtime once a
+    re-run sample matches them (laya_opt.runs.stagecache; needs `cache`);
     `history=False` leaves the run out of the run history; `show_progress` draws progress bars. `check()`
     is called before every progress message (between stages), every evaluated batch and every timed block;
     what it raises abandons the run and nothing is published (a sweep's budget: `sweep.BudgetExhausted`).
@@ -318,7 +321,8 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
         say(f"reference: {cached.describe()}")
         result = experiment.pipeline().run(reference, inputs.requests, progress=say,
                                            reference_dtype=experiment.reference_dtype, track=track,
-                                           reference_outputs=cached.outputs)
+                                           reference_outputs=cached.outputs,
+                                           stage_cache=StageCache(cached.key) if share_stages and cached.key else None)
         bench_result, bench_skipped = None, None
         if inputs.bench_config is not None:
             timed, bench_skipped = timed_stages(result)

@@ -2,10 +2,11 @@
 
 The study lives in `<output_dir>/<name>/study.journal` (Optuna's journal file storage), each trial's results
 directory in `<output_dir>/<name>/trials/<name>-tNNNN-<UTC>/`, published whole by the runner's staging rename.
-Trials run one at a time, so timings stay clean, and share the reference cache, so the reference is
-evaluated once per suite. A trial whose settings the pass contracts or prechecks refuse is pruned before
-any weight loads; a trial whose gates fail is complete, with `passed: false` and a violated constraint,
-and is never the best.
+Trials run one at a time, so timings stay clean, and share the reference cache, so the reference is evaluated once
+per suite, and the stage cache (`stagecache`): a stage whose runtime an earlier trial evaluated (same lineage of
+passes and settings) loads those outputs and re-runs only its sample. A trial whose settings the pass contracts or
+prechecks refuse is pruned before any weight loads; a trial whose gates fail is complete, with `passed: false` and a
+violated constraint, and is never the best.
 
 Killed and resumed (`--resume`): a trial left RUNNING in the journal whose results directory was published
 (killed between publishing and recording) is recorded from that directory; one without a directory is
@@ -348,7 +349,7 @@ def execute_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, dea
         return {"pruned": True, "note": f"pruned: {exc}"}
     try:
         outcome = run_experiment(experiment, output_dir=sweep.results_dir / TRIALS, say=say,
-                                 check=budget_check(deadline))
+                                 check=budget_check(deadline), share_stages=True)
     except BudgetExhausted:
         minutes = "" if sweep.minutes is None else f" ({sweep.minutes:g} min)"
         return {"cut": True, "note": f"cut by the budget{minutes} before it finished; its settings are queued "

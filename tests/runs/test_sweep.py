@@ -271,3 +271,22 @@ def test_every_shipped_sweep_file_loads(path):
     sweep = load_sweep(path)
     assert sweep.params and sweep.base.steps
     assert sweep.sampler != "grid" or sweep.grid_size() >= 1
+
+
+def test_trials_share_the_stages_an_earlier_trial_evaluated(tmp_path, base_file):
+    # The noisy stage is the same runtime in both trials: the second loads it from the stage cache (after its
+    # re-run sample), and only the stage whose setting differs is its own.
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"] = [{"name": "noisy_scorer", "config": {"scale": 1e-9}, "on_fail": "stop"},
+                     {"name": "note", "config": {"note": "a"}, "on_fail": "stop"}]
+    base_file.write_text(yaml.safe_dump(raw))
+    sweep = load_sweep(write_sweep(tmp_path, base_file, space={"note.note": {"type": "categorical",
+                                                                            "choices": ["a", "b"]}}))
+    outcome = run_sweep(sweep)
+    kinds = {}
+    for row in outcome.rows:
+        records = [json.loads(line) for line in (Path(row["run_dir"]) / "stages.jsonl").read_text().splitlines()]
+        kinds[row["settings"]["note.note"]] = [r["eval_path"]["kind"] for r in records if r.get("eval_path")]
+    first, second = (kinds[row["settings"]["note.note"]] for row in sorted(outcome.rows, key=lambda r: r["number"]))
+    assert first == ["reused", "evaluated", "reused"] and second == ["reused", "cached", "reused"]
+    assert all(row["passed"] for row in outcome.rows)

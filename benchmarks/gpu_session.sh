@@ -10,6 +10,7 @@
 #   5. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore   (kernel check, passes alone)
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh sweep     (MLX CUDA graph settings)
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
+#   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh study     (experiments/sweeps/gpu_stack.yaml;
 #      again with `study` in the next call of the lease: it resumes the study kept in /tmp/sweeps)
 #
@@ -138,6 +139,14 @@ PY
     install
     (cd /tmp && MLX_USE_CUDA_GRAPHS=0 timeout $((585 - SECONDS - 10)) python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" \
       --passes "$PASSES" --stages "$STAGES" --out "$OUT/nographs.json" 2>&1 | grep -v "^  \"" | tail -12) ;;
+  graphcache)  # the fault against MLX's CUDA graph executable cache (400 entries by default): the stack PASSES
+               # (first STAGES) on `gate` with the cache far larger than the run needs, then far smaller
+    install
+    for size in 100000 32; do
+      (cd /tmp && MLX_CUDA_GRAPH_CACHE_SIZE=$size timeout 200 python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" \
+        --passes "$PASSES" --stages "$STAGES" --out "$OUT/graphcache_$size.json" 2>&1 | grep -E '"index"|"error"|"seconds"|"fault": null')
+      echo "== MLX_CUDA_GRAPH_CACHE_SIZE=$size"
+    done ;;
   locate)  # which stage and request of the GPU stack faults on `gate` (benchmarks/gpu_fault_locate.py), then
            # compute-sanitizer on that request alone to name the kernel
     install

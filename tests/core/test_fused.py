@@ -3,10 +3,8 @@ well-formed CUDA sources (compiled with NVRTC when tools/nvrtc_check.py finds it
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import laya_opt  # noqa: F401  (first: preloads OpenBLAS before mlx.core)
@@ -14,6 +12,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
+from repo_scripts import load_script
 
 from laya_opt.core import fused
 
@@ -171,15 +170,7 @@ def test_module_depends_only_on_mlx_numpy_and_stdlib():
 # ----------------------------------------------------------------------------- CUDA sources
 
 
-def load_checker():
-    spec = importlib.util.spec_from_file_location("nvrtc_check", ROOT / "tools" / "nvrtc_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-CHECKER = load_checker()
+CHECKER = load_script("tools/nvrtc_check.py")
 TEMPLATE_NAMES = {  # what each launch plan passes; each must be used, and nothing else all-caps
     op: {name for case in CHECKER.cases() if case.op == op for name, _ in case.template} for op in fused.KERNELS}
 SHAPE_PARAMS = {"add_layer_norm": {"x_shape", "x_ndim"}, "layer_norm": {"x_shape", "x_ndim"},
@@ -265,10 +256,7 @@ def test_nvrtc_compiles_every_op_and_dtype():
 
 def test_gpu_check_script_runs_on_the_cpu(tmp_path):
     """benchmarks/gpu_fused_check.py --cpu-smoke: every step of the GPU check, the fallback standing in."""
-    spec = importlib.util.spec_from_file_location("gpu_fused_check", ROOT / "benchmarks" / "gpu_fused_check.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
+    script = load_script("benchmarks/gpu_fused_check.py")
     out = tmp_path / "smoke.json"
     assert script.main(["--cpu-smoke", "--out", str(out), "--calls", "2", "--reps", "1"]) == 0
     report = json.loads(out.read_text())

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import itertools
 import json
 import re
@@ -12,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from repo_scripts import load_script
 
 from laya_opt.suites.synthetic import lexicon as lx
 from laya_opt.suites.synthetic.generator import LAYOUT_WORDS, SPLITS, _stream, generate, iter_training_records
@@ -25,14 +25,7 @@ MAX_LEN = 256
 CUE_BUDGET = 150   # state tokens kept even under a full head: 256 - (96 + 3) - 1 = 156, minus slack
 
 
-def _load_builder():
-    spec = importlib.util.spec_from_file_location("build_tokenizer", REPO / "tools" / "build_tokenizer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build_tokenizer = _load_builder()
+build_tokenizer = load_script("tools/build_tokenizer.py")
 
 
 def _bytes(records) -> bytes:

@@ -1,10 +1,10 @@
 """benchmarks/host_path.py: the per-stage host table of one request, on the stand-in (the tool itself)."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from repo_scripts import load_script as load
 
 from laya_opt.timing.profile import HOST_STAGES
 
@@ -12,11 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("host_path", ROOT / "benchmarks" / "host_path.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
-    return script
+    return load("benchmarks/host_path.py")
 
 
 def test_host_path_prints_and_writes_every_stage_of_both_runtimes(tmp_path, capsys):

@@ -1,18 +1,11 @@
 """benchmarks/gpu_fault_locate.py on the CPU: the plumbing that finds the first faulting request on a GPU."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from repo_scripts import load_script as load
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_fault_locate", ROOT / "benchmarks" / "gpu_fault_locate.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
-    return script
+    return load("benchmarks/gpu_fault_locate.py")
 
 
 def test_a_clean_stack_reports_no_fault(tmp_path):

@@ -87,6 +87,7 @@ from laya_opt.suites.synthetic.generator import iter_training_records
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
 from laya_opt.suites.synthetic.hard_cases import generate_hard
+from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, is_near_tie
 from laya_opt.fidelity.suite_report import top1_bins
@@ -131,8 +132,8 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
 
     The generator names a fact question by the fact's id (plus "_2", ... for repeats); the state
     carries the fact's first-person sentence or its negation, and the question the statement or its
-    negation. None unless each is found exactly once and they explain the label (then the question gets no
-    noul targets).
+    negation, in the lexicon's words or (hard cases) the training paraphrase's. None unless each is found
+    exactly once and they explain the label (then the question gets no noul targets).
     """
     question = record.questions[qid]
     fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
@@ -142,7 +143,8 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
     fact = lexicon.FACTS[fact_id][lang]
     state, asked = _state_text(record.state), question.get("instructions", "")
     holds, fails = fact.holds in state, fact.fails in state
-    plain, negated = fact.statement in asked, fact.negation in asked
+    said = (fact, PARAPHRASES["train_paraphrased"][fact_id][lang])
+    plain, negated = any(s.statement in asked for s in said), any(s.negation in asked for s in said)
     if holds == fails or plain == negated:
         return None
     if (holds != negated) != record.labels[qid]:
@@ -396,7 +398,7 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
                "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
-               "keep_best")
+               "keep_best", "training_paraphrases")
 
 
 def state_dir(out: Path) -> Path:
@@ -589,12 +591,13 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py")
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
+                    paraphrased=args.training_paraphrases,
                     generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
         return cached
     n_hard = round(args.hard_fraction * args.train_records)
-    records = generate_hard("train", n_hard, args.seed)
+    records = generate_hard("train_paraphrased" if args.training_paraphrases else "train", n_hard, args.seed)
     for record in iter_training_records(args.seed):
         if len(records) >= args.train_records:
             break
@@ -634,6 +637,9 @@ def main(argv=None) -> int:
     parser.add_argument("--hard-fraction", type=float, default=0.0,
                         help="share of the training records that are hard cases in the training wording "
                              "(laya_opt.suites.synthetic.hard_cases; 0: none)")
+    parser.add_argument("--training-paraphrases", action="store_true",
+                        help="hard-case noul questions state their fact in the training paraphrases "
+                             "(paraphrases._TRAINING, split train_paraphrased) instead of the lexicon's sentence")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
     parser.add_argument("--warmup", type=float, default=0.05, help="share of training spent warming up the lr")
@@ -865,6 +871,7 @@ def main(argv=None) -> int:
                                "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
                                "hard_fraction": args.hard_fraction, "label_smoothing": args.label_smoothing,
+                               "training_paraphrases": args.training_paraphrases,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -887,7 +894,8 @@ def main(argv=None) -> int:
         "calib_suite": args.calib_suite, "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
-        "label_smoothing": args.label_smoothing, "warmup": args.warmup, "multiple": args.multiple,
+        "training_paraphrases": args.training_paraphrases, "label_smoothing": args.label_smoothing,
+        "warmup": args.warmup, "multiple": args.multiple,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1), "calls": calls,

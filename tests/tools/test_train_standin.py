@@ -278,9 +278,12 @@ def test_match_probe_polarity_reads_the_mean_of_the_real_markers():
     assert logits.shape == (1, 2, 2) and mx.allclose(logits[0], expected, atol=1e-5).item()
 
 
-def test_noul_targets_of_hard_cases_are_absent_or_explain_the_label():
+@pytest.mark.parametrize("split", ["train", "train_paraphrased"])
+def test_noul_targets_of_hard_cases_are_absent_or_explain_the_label(split):
+    # train_paraphrased (--training-paraphrases) states the facts in the training paraphrases: the polarity
+    # targets must find them there too, or those questions lose the noul loss.
     from laya_opt.suites.synthetic.hard_cases import generate_hard
-    records = generate_hard("train", 300, seed=5)
+    records = generate_hard(split, 300, seed=5)
     noul = [(r, q) for r in records for q, spec in r.questions.items() if spec["type"] == "noul"]
     kinds = {r.tags[q].phenomenon for r, q in noul}
     assert {"absent_fact", "retracted", "negation_word", "paraphrase"} <= kinds
@@ -305,16 +308,22 @@ def _small_validation(tmp_path) -> Path:
     (["--heldout-suite", "smoke", "--calib-suite", "smoke"], 30),
     pytest.param([], 558, marks=pytest.mark.slow),  # the shipped recipe's suites
 ])
-def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_path, capsys, suites, heldout_n):
+def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_path, capsys, monkeypatch, suites,
+                                                                          heldout_n):
+    import train_standin
     from laya_opt.core.checkpoint import load_checkpoint
     from train_standin import main
 
+    splits = []
+    real = train_standin.generate_hard
+    monkeypatch.setattr(train_standin, "generate_hard", lambda split, *rest: splits.append(split) or real(split, *rest))
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
     validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--hard-fraction", "0.25", "--eval-every", "2", *suites, *validation]
+            "--hard-fraction", "0.25", "--training-paraphrases", "--eval-every", "2", *suites, *validation]
     assert main([str(a) for a in args]) == 0
+    assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
     assert "held-out accuracy" in printed and "lexical baseline" in printed
@@ -322,6 +331,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert checkpoint.encoder_config.hidden_size == 64
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
+    assert metrics["training_paraphrases"] is True
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()

@@ -29,10 +29,11 @@ saying how it breaks that shortcut:
 
 "negated" means the question asks about the fact's negation (a quarter of the noul questions).
 
-Wordings (`HARD_SPLITS`): `train` uses the training templates and the lexicon's statements (for
-training streams). `validation` uses the validation templates and paraphrases. `heldout` (the
-`heldout_hard` suite) uses the held-out state templates with new instructions and paraphrases. Streams
-are seeded from (split, seed) alone, apart from the standard generator's streams.
+Wordings (`HARD_SPLITS`): `train` uses the training templates and the lexicon's statements (for training
+streams); `train_paraphrased` the same templates with the training paraphrases. `validation` uses the
+validation templates and paraphrases. `heldout` (the `heldout_hard` suite) uses the held-out state templates
+with new instructions and paraphrases. Streams are seeded from (split, seed) alone, apart from the standard
+generator's streams.
 """
 from __future__ import annotations
 
@@ -51,7 +52,10 @@ from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, TemplateGroup
 
-HARD_SPLITS = ("train", "validation", "heldout")
+HARD_SPLITS = ("train", "train_paraphrased", "validation", "heldout")
+# train_paraphrased: the training wording, its noul questions asked in the training paraphrases
+# (train_standin.py --training-paraphrases); it shares the `train` templates.
+_TEMPLATES_OF = {"train_paraphrased": "train"}
 # (type, phenomenon) pairs, drawn uniformly per question; each needs a family not yet used in the record.
 CASES = (("choice", "paraphrase"), ("choice", "distractor"), ("choice", "close"), ("score", "distractor"),
          ("score", "close"), ("noul", "paraphrase"), ("noul", "absent_fact"), ("noul", "negation_word"),
@@ -76,8 +80,9 @@ class Wording:
 def wording_for(split: str) -> Wording:
     if split not in HARD_SPLITS:
         raise ValueError(f"unknown hard-case split {split!r}; expected one of {list(HARD_SPLITS)}")
-    templates = HELDOUT_HARD if split == "heldout" else TEMPLATE_GROUPS[split]
-    return Wording(templates, HARD_WORDINGS[split], PARAPHRASES.get(split))
+    own = _TEMPLATES_OF.get(split, split)
+    templates = HELDOUT_HARD if split == "heldout" else TEMPLATE_GROUPS[own]
+    return Wording(templates, HARD_WORDINGS[own], PARAPHRASES.get(split))
 
 
 @dataclass(frozen=True)

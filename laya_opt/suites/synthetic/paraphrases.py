@@ -1,8 +1,8 @@
 """Paraphrased noul statements: each lexicon fact said in new words, one set per wording.
 
-Training noul questions ask about `lexicon.FACTS[...].statement` (or its negation) inside a frame, and
-so do `heldout` questions: with the frame removed, they are training strings. The `validation` and
-`heldout` sets below rephrase every statement. They keep the fact's content word (refund, screenshot,
+Standard training noul questions ask about `lexicon.FACTS[...].statement` (or its negation) inside a frame,
+and so do `heldout` questions: with the frame removed, they are training strings. The `train_paraphrased`
+(hard-case training stream only), `validation` and `heldout` sets below rephrase every statement. They keep the fact's content word (refund, screenshot,
 card, ...), which the state sentence also uses, and change the subject and the construction. So no
 paraphrase equals a lexicon statement or another set's paraphrase, and the fact stays recognisable to
 a model that learned it from the lexicon's sentences.
@@ -194,7 +194,95 @@ hi=लिखने वाला रीस्टार्ट करके दे�
 """,
 }
 
-# Wording name (hard_templates.HARD_WORDINGS) -> fact id -> language -> paraphrase; the `train`
-# wording asks about the lexicon's own statements.
-PARAPHRASES: dict[str, dict[str, dict[str, Paraphrase]]] = {"validation": _parse(_VALIDATION),
+# The training wording: a third phrasing, used by the `train_paraphrased` hard-case split only
+# (train_standin.py --training-paraphrases; no shipped suite draws from it). Without it every training noul question states a fact in the lexicon's one
+# sentence, and held-out paraphrases are wordings the model never saw a fact in. Its subject is a third one
+# (the sender), and some negations carry no negation word ("the first time").
+_TRAINING = {
+    "refund": """
+en=The sender wants a refund.|The sender does not want a refund.
+de=Die Person will eine Rückerstattung.|Die Person will keine Rückerstattung.
+fr=La personne veut un remboursement.|La personne ne veut pas de remboursement.
+es=La persona quiere un reembolso.|La persona no quiere un reembolso.
+ru=Отправитель хочет получить свои деньги обратно.|Отправитель не хочет получать деньги обратно.
+zh=发件人希望退款。|发件人不希望退款。
+ja=差出人は返金してほしいと思っている。|差出人は返金を望んでいない。
+hi=भेजने वाला रिफंड लेना चाहता है।|भेजने वाला रिफंड नहीं लेना चाहता है।
+""",
+    "screenshot": """
+en=The sender included a screenshot.|The sender did not include a screenshot.
+de=Die Person hat einen Screenshot beigefügt.|Die Person hat keinen Screenshot beigefügt.
+fr=La personne a ajouté une capture d'écran.|La personne n'a pas ajouté de capture d'écran.
+es=La persona incluyó una captura.|La persona no incluyó ninguna captura.
+ru=Отправитель добавил скриншот.|Отправитель не добавил скриншот.
+zh=发件人附带了一张截图。|发件人没有附带截图。
+ja=差出人はスクリーンショットを付けてくれた。|差出人はスクリーンショットを付けていない。
+hi=भेजने वाले ने स्क्रीनशॉट जोड़ा है।|भेजने वाले ने स्क्रीनशॉट नहीं जोड़ा है।
+""",
+    "card_blocked": """
+en=The sender has a blocked card.|The sender does not have a blocked card.
+de=Die Person hat eine gesperrte Karte.|Die Person hat keine gesperrte Karte.
+fr=La personne a une carte bloquée.|La personne n'a pas de carte bloquée.
+es=La persona tiene la tarjeta bloqueada.|La persona no tiene la tarjeta bloqueada.
+ru=У отправителя заблокирована карта.|У отправителя не заблокирована карта.
+zh=发件人的卡处于冻结状态。|发件人的卡不处于冻结状态。
+ja=差出人はカードを止められている。|差出人はカードを止められていない。
+hi=भेजने वाले के कार्ड पर ब्लॉक लगा है।|भेजने वाले के कार्ड पर ब्लॉक नहीं लगा है।
+""",
+    "callback": """
+en=The sender asks for a return call.|The sender does not ask for a return call.
+de=Die Person bittet um einen Rückruf.|Die Person bittet um keinen Rückruf.
+fr=La personne attend qu'on la rappelle.|La personne n'attend pas qu'on la rappelle.
+es=La persona quiere que la llamen de vuelta.|La persona no quiere que la llamen de vuelta.
+ru=Отправителю нужно, чтобы ему перезвонили.|Отправителю не нужно, чтобы ему перезвонили.
+zh=发件人等待回电。|发件人不需要回电。
+ja=差出人は折り返しの電話を待っている。|差出人は折り返しの電話を待っていない。
+hi=भेजने वाला वापस कॉल का इंतज़ार कर रहा है।|भेजने वाला वापस कॉल का इंतज़ार नहीं कर रहा है।
+""",
+    "happened_before": """
+en=It is not the first time this has happened to the sender.|It is the first time this has happened to the sender.
+de=Der Person ist das schon einmal passiert.|Der Person ist das noch nie passiert.
+fr=Cela est déjà arrivé à la personne.|Cela n'est jamais arrivé à la personne.
+es=A la persona ya le pasó esto antes.|A la persona nunca le pasó esto antes.
+ru=С отправителем такое уже случалось.|С отправителем такое ещё не случалось.
+zh=发件人之前就遇到过这种情况。|发件人之前从没遇到过这种情况。
+ja=差出人には以前にも同じことがあった。|差出人には以前に同じことはなかった。
+hi=भेजने वाले के साथ ऐसा पहले भी हो चुका है।|भेजने वाले के साथ ऐसा पहले कभी नहीं हुआ है।
+""",
+    "cancel": """
+en=The sender asks to cancel the order.|The sender does not ask to cancel the order.
+de=Die Person bittet um Stornierung der Bestellung.|Die Person bittet nicht um Stornierung der Bestellung.
+fr=La personne demande l'annulation de la commande.|La personne ne demande pas l'annulation de la commande.
+es=La persona pide anular el pedido.|La persona no pide anular el pedido.
+ru=Отправитель просит отменить заказ.|Отправитель не просит отменить заказ.
+zh=发件人请求把订单取消。|发件人没有请求取消订单。
+ja=差出人は注文の取り消しを頼んでいる。|差出人は注文の取り消しを頼んでいない。
+hi=भेजने वाला ऑर्डर कैंसिल करवाना चाहता है।|भेजने वाला ऑर्डर कैंसिल नहीं करवाना चाहता है।
+""",
+    "premium": """
+en=The sender belongs to the premium members.|The sender does not belong to the premium members.
+de=Die Person gehört zu den Premium-Mitgliedern.|Die Person gehört nicht zu den Premium-Mitgliedern.
+fr=La personne a un abonnement premium.|La personne n'a pas d'abonnement premium.
+es=La persona es cliente premium.|La persona no es cliente premium.
+ru=Отправитель пользуется премиум-статусом.|Отправитель не пользуется премиум-статусом.
+zh=发件人拥有高级会员资格。|发件人没有高级会员资格。
+ja=差出人はプレミアム会員に入っている。|差出人はプレミアム会員に入っていない。
+hi=भेजने वाला प्रीमियम सदस्यों में शामिल है।|भेजने वाला प्रीमियम सदस्यों में शामिल नहीं है।
+""",
+    "restart": """
+en=The sender already gave a restart a try.|The sender has not given a restart a try yet.
+de=Die Person hat es bereits mit einem Neustart versucht.|Die Person hat es noch nicht mit einem Neustart versucht.
+fr=La personne a déjà tenté de redémarrer.|La personne n'a pas encore tenté de redémarrer.
+es=La persona ya hizo la prueba de reiniciar.|La persona todavía no hizo la prueba de reiniciar.
+ru=Отправитель уже выполнял перезагрузку.|Отправитель ещё не выполнял перезагрузку.
+zh=发件人重启过一次了。|发件人一次也没重启过。
+ja=差出人は再起動をすでにやってみた。|差出人は再起動をまだやっていない。
+hi=भेजने वाला रीस्टार्ट पहले ही आज़मा चुका है।|भेजने वाले ने रीस्टार्ट अभी तक नहीं आज़माया है।
+""",
+}
+
+# Hard-case split (hard_cases.HARD_SPLITS) -> fact id -> language -> paraphrase. `train` asks about the lexicon's
+# own statements; `train_paraphrased` in the training paraphrases.
+PARAPHRASES: dict[str, dict[str, dict[str, Paraphrase]]] = {"train_paraphrased": _parse(_TRAINING),
+                                                            "validation": _parse(_VALIDATION),
                                                             "heldout": _parse(_HELDOUT)}

@@ -335,6 +335,7 @@ class Pipeline:
                 found = cache.outputs(key, evaluate_all)
                 outputs = found.outputs
                 if found.status == "hit":
+                    advance(len(requests))   # the bar counted a full evaluation: the entry stands in for it
                     check = rerun_check(child, requests, outputs, self.rerun, advance=advance)
                     if check.identical:
                         return with_rerun(outputs, check), EvalPath("cached", changed=changed_names, rerun=check)

@@ -3,6 +3,7 @@ everything else its outputs depend on; a hit is used only once its re-run sample
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -24,8 +25,23 @@ def reference(tiny_checkpoint_dir):
     return load_runtime(tiny_checkpoint_dir, "float32")
 
 
-def run(steps, reference, cache, rerun=2):
-    return Pipeline(steps, candidate_dtype="float32", rerun=rerun).run(reference, REQUESTS, stage_cache=cache)
+def run(steps, reference, cache, rerun=2, track=None):
+    extra = {"track": track} if track else {}
+    return Pipeline(steps, candidate_dtype="float32", rerun=rerun).run(reference, REQUESTS, stage_cache=cache,
+                                                                       **extra)
+
+
+class Bars:
+    """A progress tracker that records each evaluation's total and the steps it advanced."""
+
+    def __init__(self):
+        self.bars = []
+
+    @contextmanager
+    def __call__(self, description, total):
+        bar = {"description": description, "total": total, "done": 0}
+        self.bars.append(bar)
+        yield lambda steps=1: bar.__setitem__("done", bar["done"] + steps)
 
 
 def bits(stage):
@@ -36,7 +52,9 @@ def bits(stage):
 def test_a_second_run_takes_an_evaluated_stage_from_the_cache_after_its_sample(reference, tmp_path):
     cache = StageCache(make_key({"reference": "r"}), tmp_path)
     steps = [(NOISY, {"scale": 0.01}, "reject")]
-    first, second = run(steps, reference, cache), run(steps, reference, cache)
+    bars = Bars()
+    first, second = run(steps, reference, cache), run(steps, reference, cache, track=bars)
+    assert all(bar["done"] == bar["total"] for bar in bars.bars)   # a cached stage's bar ends full too
     assert first.stages[1].eval_path.kind == "evaluated"
     path = second.stages[1].eval_path
     assert path.kind == "cached" and path.changed == ("model",) and path.rerun.requests == 2 and path.rerun.identical

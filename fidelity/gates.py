@@ -321,9 +321,11 @@ def decisive_gate() -> Gate:
                                                         "top-two gap of at least 0.05 (fidelity.decisions)")
 
 
-def near_tie_gate(allowance: float, derivation: str) -> Gate:
-    """Near-tie changes up to what the reference's own noise does to them (an FP16 cast, on the same suite)."""
-    return Gate("near_tie_flips", "<=", float(allowance), noise_floor=float(allowance), derivation=derivation)
+def near_tie_gate(allowance: float, derivation: str, noise: float | None = None) -> Gate:
+    """Near-tie changes up to what the reference's own noise does to them (an FP16 cast, on the same suite);
+    `noise`: the measured count the allowance rests on (the allowance itself when not given)."""
+    return Gate("near_tie_flips", "<=", float(allowance), noise_floor=float(allowance if noise is None else noise),
+                derivation=derivation)
 
 
 def mcnemar_gate() -> Gate:
@@ -394,9 +396,9 @@ def near_tie_allowances(measured: Mapping[str, Any], dtype: str) -> tuple[Gate, 
                    f"{NEAR_TIE_LEVEL:g}) does not tell from the {half:g}{of} the float16 cast flips on the "
                    "calibration suite (fidelity.decisions.near_tie_allowance)")
     if dtype == "float32":
-        return near_tie_gate(allowed, incremental), near_tie_gate(allowed, incremental)
+        return near_tie_gate(allowed, incremental, half), near_tie_gate(allowed, incremental, half)
     cumulative = f"the {own:g} near ties the {dtype} cast flips, plus the pass's {allowed:g}: {incremental}"
-    return near_tie_gate(allowed, incremental), near_tie_gate(own + allowed, cumulative)
+    return near_tie_gate(allowed, incremental, half), near_tie_gate(own + allowed, cumulative, own + half)
 
 
 def upgrade_version_1(gates_file: GatesFile) -> GatesFile:

@@ -142,6 +142,9 @@ def test_near_tie_allowances_rest_on_what_the_casts_flip():
     # The pass may change 9 (what an exact test can't tell from the FP16 cast's 3); vs the reference, the cast
     # to the candidate dtype adds its own flips.
     assert allowance == {"float32": (9.0, 9.0), "float16": (9.0, 12.0), "bfloat16": (9.0, 14.0)}
+    noise = {dtype: (bounds(gates[dtype].approximate_incremental)["near_tie_flips"].noise_floor,
+                     bounds(gates[dtype].approximate_cumulative)["near_tie_flips"].noise_floor) for dtype in gates}
+    assert noise == {"float32": (3.0, 3.0), "float16": (3.0, 6.0), "bfloat16": (3.0, 8.0)}   # the measured counts
     assert "does not tell from the 3" in bounds(gates["float32"].approximate_incremental)["near_tie_flips"].derivation
     for dtype in gates:
         for table in (gates[dtype].approximate_incremental, gates[dtype].approximate_cumulative):

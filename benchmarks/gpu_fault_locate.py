@@ -1,13 +1,15 @@
 """Find the first request whose forward faults on the GPU, stage by stage of a pass stack.
 
-    python benchmarks/gpu_fault_locate.py --stages 3 [--suite gate] [--passes a,b,c] [--only INDEX] [--out F]
+    python benchmarks/gpu_fault_locate.py --stages 3 [--suite gate] [--passes a,b,c] [--only INDEX | --first N]
+                                          [--out F]
 
 A CUDA fault (e.g. "misaligned address") is sticky: it is reported by whatever CUDA call comes next, often
 far from the kernel that made it, and it poisons the process. So this evaluates the suite one request at a
 time with the first --stages passes of --passes applied, synchronises after each request, and stops at the
 first error, printing (and writing to --out as JSON) the stage count, the request's index, record id and
 question lengths. Run it once per stage count in fresh processes (benchmarks/gpu_session.sh `locate`);
-`--only INDEX` evaluates that request alone (for compute-sanitizer, which names the faulting kernel).
+`--only INDEX` evaluates that request alone, `--first N` the first N (for compute-sanitizer, which names the
+faulting kernel: a fault that needs the requests before it shows only with them).
 On a CPU it runs too (nothing faults there): the plumbing's check.
 """
 from __future__ import annotations
@@ -41,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", default=DEFAULT_PASSES, help="comma-separated pass names, in order")
     parser.add_argument("--suite", default="gate")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--only", type=int, default=None, help="evaluate this request index alone")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--only", type=int, default=None, help="evaluate this request index alone")
+    chosen.add_argument("--first", type=int, default=None, help="evaluate the first N requests")
     parser.add_argument("--out", type=Path, default=None, help="write the outcome as JSON here")
     args = parser.parse_args(argv)
     names = [name for name in args.passes.split(",") if name][: args.stages]
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         runtime = lo.apply(runtime, name)
     requests = suite_requests([load_suite(suite_path(args.suite, "--suite"))])
-    indices = [args.only] if args.only is not None else list(range(len(requests)))
+    indices = [args.only] if args.only is not None else list(range(len(requests)))[: args.first]
     outcome = {"passes": names, "suite": args.suite, "dtype": args.dtype, "device": str(mx.default_device()),
                "requests": len(indices), "fault": None}
     start = time.perf_counter()

@@ -125,11 +125,11 @@ PY
     tail -5 "$OUT/fused_only.txt"
     report=$(ls /tmp/runs/fused_only*/report.md 2>/dev/null | head -1)
     [ -n "$report" ] && cp "$report" "$OUT/fused_only_report.md" && grep -n -i -E "fail|✗|exceed" "$report" | head -30 ;;
-  sanitize)  # compute-sanitizer on one request (INDEX) or the first FIRST requests of one stack (PASSES,
-             # STAGES), then, in what is left of the
-             # call, calibrate-gates on the GPU (float32 and float16, on `gate`, noise on a sample of 128)
+  sanitize)  # compute-sanitizer (SANITIZE_S seconds, 200 by default) on one request (INDEX) or the first FIRST
+             # requests of one stack (PASSES, STAGES), then, in what is left of the call, calibrate-gates on the
+             # GPU (float32 and float16, on `gate`, noise on a sample of 128)
     install
-    (cd /tmp && timeout 200 compute-sanitizer --tool memcheck --print-limit 3 python3 \
+    (cd /tmp && timeout "${SANITIZE_S:-200}" compute-sanitizer --tool memcheck --print-limit 3 python3 \
       "$OLDPWD/benchmarks/gpu_fault_locate.py" --passes "$PASSES" --stages "$STAGES" \
       $([ -n "${FIRST:-}" ] && echo --first "$FIRST" || echo --only "$INDEX") > "$OUT/sanitizer.txt" 2>&1)
     grep -v "^ *[0-9a-f]*$" "$OUT/sanitizer.txt" | grep -m 30 -E "Invalid|isaligned|at 0x|thread|kernel|=====" | head -30

@@ -5,7 +5,9 @@ how saturated its answers are.
 
 Per suite, evaluated in FP32 by the fidelity checker (the gates' own metrics):
 - accuracy, overall and by type (and by type/phenomenon where the suite tags them), next to
-  `lexical_baseline`'s on the same questions;
+  `lexical_baseline`'s on the same questions; and overall next to the heuristic reading only what the
+  model's input keeps (`lexical_baseline.predict_visible`: the token budgets cut long states and many
+  options, and the tokenizer drops characters it lacks), which tells a weak model from a short budget;
 - ECE (`metrics.outputs_ece`);
 - the top-1 probability distribution (TOP1_EDGES bins). Saturated answers (p >= 0.99) hide drift: a
   pass can move the logits a lot without moving a saturated probability;
@@ -28,7 +30,7 @@ from laya_opt.util.resources import checkpoint_path, suite_names, suite_path
 from laya_opt.core.runtime import load_runtime
 
 from laya_opt.fidelity.checker import QuestionOutput, evaluate, requests_from_suite
-from laya_opt.suites.lexical_baseline import accuracy_by, baseline_report, case_of
+from laya_opt.suites.lexical_baseline import accuracy_by, baseline_report, case_of, predict_visible
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy, outputs_ece, top_two_margin
 from laya_opt.suites.suite_file import Suite, load_suite
 
@@ -62,10 +64,13 @@ def model_report(questions: Sequence[QuestionOutput]) -> dict:
 
 
 def suite_report(runtime, suite: Suite) -> dict:
+    """The model's report next to the heuristic's twice: on the whole records (`lexical`, the target's
+    floor) and on what the model's token budgets and tokenizer keep of them (`lexical_on_input`)."""
     outputs = evaluate(runtime, requests_from_suite(suite))
-    baseline = baseline_report(suite)
+    config = runtime.agent_config
+    on_input = predict_visible(suite, runtime.codec, config.max_len, config.head_max_len)
     return {"suite": suite.name, "n": suite.n_questions, "model": model_report(outputs.labelled()),
-            "lexical": baseline}
+            "lexical": baseline_report(suite), "lexical_on_input": baseline_report(suite, on_input)}
 
 
 def _pct(value: float | None) -> str:
@@ -75,12 +80,14 @@ def _pct(value: float | None) -> str:
 def markdown(reports: Sequence[dict]) -> str:
     """The README tables: one row per suite, then per type, the top-1 bins and the hard cases."""
     summary = markdown_table(
-        ["suite", "n", "stand-in", "lexical", "margin", "ECE", "decisive (acc)", "near tie (acc)"],
+        ["suite", "n", "stand-in", "lexical", "margin", "lexical on the model's input", "ECE", "decisive (acc)",
+         "near tie (acc)"],
         [[r["suite"], r["n"], _pct(r["model"]["overall"]["accuracy"]), _pct(r["lexical"]["overall"]["accuracy"]),
-          f"{r['model']['overall']['accuracy'] - r['lexical']['overall']['accuracy']:+.3f}", _pct(r["model"]["ece"]),
+          f"{r['model']['overall']['accuracy'] - r['lexical']['overall']['accuracy']:+.3f}",
+          _pct(r["lexical_on_input"]["overall"]["accuracy"]), _pct(r["model"]["ece"]),
           f"{r['model']['decisive']['n']} ({_pct(r['model']['decisive']['accuracy'])})",
           f"{r['model']['near_tie']['n']} ({_pct(r['model']['near_tie']['accuracy'])})"] for r in reports],
-        "lrrrrrrr")
+        "lrrrrrrrr")
     types = sorted({t for r in reports for t in r["model"]["by_type"]})
     by_type = markdown_table(
         ["suite", *(f"{t}: stand-in / lexical" for t in types)],

@@ -97,6 +97,7 @@ from laya_opt.core.batching import collate
 from laya_opt.core.checkpoint import load_checkpoint
 from laya_opt.core.checkpoint_write import save_checkpoint
 from laya_opt.core.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
+from laya_opt.util.errors import ConfigError
 from laya_opt.core.decode import calibration_from_tables
 from laya_opt.core.model import LayaModel
 from laya_opt.core.prompt import prepare_request
@@ -398,7 +399,7 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
                "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
-               "keep_best", "training_paraphrases")
+               "keep_best", "training_paraphrases", "max_len", "head_max_len")
 
 
 def state_dir(out: Path) -> Path:
@@ -625,6 +626,12 @@ def main(argv=None) -> int:
     parser.add_argument("--data-cache", type=Path, help="reuse/write the tokenised training data here (.npz)")
     parser.add_argument("--hidden-size", type=int, default=256,
                         help="encoder width D (head_dim 64, so D/64 heads; FFN 2.5 D)")
+    parser.add_argument("--max-len", type=int,
+                        help="the checkpoint's token budget max_len (default: the standin architecture's, 256); "
+                             "training, validation and the reports read the questions within it")
+    parser.add_argument("--head-max-len", type=int,
+                        help="the checkpoint's question-and-options budget head_max_len (default: the standin "
+                             "architecture's, 96)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--action-weight", type=float, default=0.2)
     parser.add_argument("--aux-weight", type=float, default=0.0,
@@ -715,7 +722,12 @@ def main(argv=None) -> int:
                        architectures=["ModernBertModel"], hidden_size=args.hidden_size,
                        intermediate_size=args.hidden_size * 5 // 2, num_attention_heads=args.hidden_size // 64)
     encoder = parse_encoder_config(encoder_raw)
-    agent = parse_agent_config(agent_raw, encoder)
+    agent_raw.update({key: value for key, value in (("max_len", args.max_len), ("head_max_len", args.head_max_len))
+                      if value is not None})
+    try:
+        agent = parse_agent_config(agent_raw, encoder)
+    except ConfigError as error:   # e.g. head_max_len >= max_len, or max_len beyond the position table
+        parser.error(f"--max-len/--head-max-len: {error}")
 
     for name in heldout_suites:   # a bad name fails before training, not after; nothing else is read from them
         suite_path(name, "--heldout-suite")
@@ -895,7 +907,8 @@ def main(argv=None) -> int:
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "training_paraphrases": args.training_paraphrases, "label_smoothing": args.label_smoothing,
-        "warmup": args.warmup, "multiple": args.multiple,
+        "warmup": args.warmup, "multiple": args.multiple, "max_len": agent.max_len,
+        "head_max_len": agent.head_max_len,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1), "calls": calls,

@@ -30,10 +30,12 @@ import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from laya_opt.util.errors import InputError
-from laya_opt.core.prompt import QuestionSpec, render_value, serialize_state, validate_question
+from laya_opt.core.prompt import (PreparedQuestion, QuestionSpec, prepare_request, render_value, serialize_state,
+                                  validate_question)
+from laya_opt.core.tokens import TextCodec
 from laya_opt.util.resources import suite_path
 
 from laya_opt.suites.suite_file import label_index
@@ -176,6 +178,42 @@ def predict_suite(suite: Suite) -> tuple[BaselineAnswer, ...]:
     return tuple(out)
 
 
+def visible_question(item: PreparedQuestion, spec: QuestionSpec, codec: TextCodec) -> tuple[str, QuestionSpec]:
+    """The state text and the question as far as the model's input holds them.
+
+    A prepared question is [CLS] header [SEP] (marker option)... [SEP] state [SEP], cut to the token budgets:
+    the header, each option and the state may lose their ends. Decoding those parts back to text gives the
+    heuristic exactly what the model reads, so a model can be compared with word matching on equal input.
+    Characters the tokenizer maps to [UNK] (some Han and kana) decode to nothing: the model cannot read them
+    either, so the heuristic loses them even where no budget cuts.
+    """
+    ids, markers = list(item.ids), list(item.markers)
+    decode = lambda part: codec.tokenizer.decode(part, skip_special_tokens=True)
+    options_end = next((i for i in range(markers[-1] + 1, len(ids)) if ids[i] == codec.sep_id), len(ids))
+    bounds = [*markers[1:], options_end]
+    texts = tuple(decode(ids[start + 1:end]).strip() for start, end in zip(markers, bounds))
+    header = decode(ids[1:markers[0] - 1])
+    instructions = header.partition("question:")[2].strip()
+    state = decode(ids[options_end + 1:])
+    visible = replace(spec, instructions=instructions, option_texts=texts,
+                      legend=texts if spec.type_name == "score" else spec.legend)
+    return state, visible
+
+
+def predict_visible(suite: Suite, codec: TextCodec, max_len: int, head_max_len: int) -> tuple[BaselineAnswer, ...]:
+    """The heuristic on the text the model's token budgets keep (`visible_question`) instead of the whole record."""
+    out = []
+    for record in suite.records:
+        specs = {spec.qid: spec for spec in (validate_question(qid, q) for qid, q in record.questions.items())}
+        for item in prepare_request(record.state, record.questions, codec, max_len, head_max_len):
+            state_text, spec = visible_question(item, specs[item.qid], codec)
+            key = f"{record.id}/{item.qid}"
+            out.append(BaselineAnswer(key, spec.type_name, predict_option(state_text, spec),
+                                      label_index(key, spec.type_name, spec.option_keys, record.labels[item.qid]),
+                                      record.tags[item.qid].to_json()))
+    return tuple(out)
+
+
 def case_of(type_name: str, tags: dict) -> str | None:
     """"type/phenomenon" (e.g. "choice/distractor") of a question a suite tags with a phenomenon, else None."""
     return f"{type_name}/{tags['phenomenon']}" if tags.get("phenomenon") else None
@@ -191,8 +229,9 @@ def accuracy_by(answers: Sequence, key) -> dict[str, dict]:
     return {value: {"accuracy": sum(hits) / len(hits), "n": len(hits)} for value, hits in sorted(groups.items())}
 
 
-def baseline_report(suite: Suite) -> dict:
-    answers = predict_suite(suite)
+def baseline_report(suite: Suite, answers: Sequence[BaselineAnswer] | None = None) -> dict:
+    """Accuracy overall, by type and by case of `answers` (default: the heuristic on the whole records)."""
+    answers = predict_suite(suite) if answers is None else answers
     report = {"suite": suite.name, "overall": accuracy_by(answers, lambda a: "all")["all"],
               "by_type": accuracy_by(answers, lambda a: a.type_name)}
     by_case = accuracy_by(answers, lambda a: case_of(a.type_name, a.tags))

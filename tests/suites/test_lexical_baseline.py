@@ -6,9 +6,12 @@ import json
 import pytest
 
 from laya_opt.suites.lexical_baseline import (MIN_SHARED, TARGET_ACCURACY, baseline_report, gaps_to_target,
-                                              has_negation, main, predict_option, stems)
+                                              has_negation, main, predict_option, predict_suite, predict_visible,
+                                              stems, visible_question)
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord, dump_suite, parse_suite
-from laya_opt.core.prompt import validate_question
+from laya_opt.core.prompt import prepare_request, validate_question
+from laya_opt.core.tokens import load_codec
+from laya_opt.util.resources import project_tokenizer
 
 
 def _answer(state: str, question: dict) -> int:
@@ -106,3 +109,39 @@ def test_command_line_json_and_bad_suite(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main(["--suite", "no-such-suite"])
     assert refused.value.code == 2 and "bundled suites" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def codec():
+    return load_codec(project_tokenizer())
+
+
+def _visible(codec, state, question, max_len, head_max_len):
+    [item] = prepare_request(state, {"q": question}, codec, max_len, head_max_len)
+    return visible_question(item, validate_question("q", question), codec)
+
+
+def test_the_model_input_decodes_to_the_question_when_the_budgets_hold_it(codec):
+    question = _choice({"billing": "invoice payment", "shipping": "courier parcel"})
+    state, visible = _visible(codec, "The courier lost my parcel.", question, 256, 96)
+    assert state == "The courier lost my parcel." and visible.instructions == "Which team?"
+    assert visible.option_texts == validate_question("q", question).option_texts
+    # and the heuristic answers as on the record; a suite's answers agree question by question
+    assert predict_option(state, visible) == _answer("The courier lost my parcel.", question) == 1
+    suite = parse_suite(_suite())
+    assert [a.predicted for a in predict_visible(suite, codec, 256, 96)] == [a.predicted for a in predict_suite(suite)]
+
+
+def test_what_the_budgets_cut_the_heuristic_cannot_read(codec):
+    # The decisive sentence sits after 60 filler sentences: max_len 128 cuts it off, 1024 keeps it.
+    long_state = "We wrote about the weather. " * 60 + "The courier lost my parcel."
+    question = _choice({"billing": "invoice payment", "shipping": "courier parcel"})
+    for max_len, expected in ((1024, 1), (128, 0)):   # cut: no option matches and the earliest wins
+        state, visible = _visible(codec, long_state, question, max_len, 96)
+        assert ("courier" in state) == (max_len == 1024)
+        assert predict_option(state, visible) == expected
+    # Twenty options in a 40-token head budget keep 4 tokens each: the marker and 3 of the description's.
+    options = {f"team{i}": f"alpha beta gamma delta epsilon zeta word{i}" for i in range(20)}
+    _, visible = _visible(codec, "Nothing here.", _choice(options), 256, 100)
+    assert all("word" not in text and len(text) < len(f" team{i}: alpha beta gamma delta")
+               for i, text in enumerate(visible.option_texts))

@@ -321,7 +321,8 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--hard-fraction", "0.25", "--training-paraphrases", "--eval-every", "2", *suites, *validation]
+            "--hard-fraction", "0.25", "--training-paraphrases", "--eval-every", "2", "--max-len", "320",
+            "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
     printed = capsys.readouterr().out
@@ -329,6 +330,10 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert "held-out accuracy" in printed and "lexical baseline" in printed
     checkpoint = load_checkpoint(out, dtype="float32")
     assert checkpoint.encoder_config.hidden_size == 64
+    # The token budgets given are the checkpoint's, and the training data were cut to them.
+    assert (checkpoint.agent_config.max_len, checkpoint.agent_config.head_max_len) == (320, 112)
+    with np.load(cache) as data:
+        assert 256 < int(np.diff(data["offsets"]).max()) <= 320
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["training_paraphrases"] is True
@@ -398,6 +403,19 @@ def test_resume_refuses_a_state_saved_with_other_settings(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main([str(a) for a in ["--out", out, *common[:-3], "--snapshot", tmp_path / "snap"]])
     assert refused.value.code == 2 and "--snapshot needs --resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budgets, message", [
+    (["--max-len", "600"], "max_position_embeddings (512)"),
+    (["--max-len", "256", "--head-max-len", "256"], "need 4 < head_max_len (256) < max_len (256)"),
+])
+def test_training_script_refuses_token_budgets_the_model_cannot_hold(tmp_path, capsys, budgets, message):
+    from train_standin import main
+    with pytest.raises(SystemExit) as refused:
+        main(["--out", str(tmp_path / "ck"), *budgets])
+    error = capsys.readouterr().err
+    assert refused.value.code == 2 and "--max-len/--head-max-len" in error and message in error
+    assert not (tmp_path / "ck").exists()
 
 
 def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +110,9 @@ class WaitConfig:
 
 
 def wait(runtime, config, data):
-    """Writes `marker`, then sleeps: a run to interrupt while it has work in progress."""
-    Path(config.marker).write_text("waiting")
+    """Writes `marker` (the id of the process applying it), then sleeps: a run to interrupt while it has work in
+    progress."""
+    Path(config.marker).write_text(str(os.getpid()))
     time.sleep(config.seconds)
     return runtime, {}
 
@@ -129,7 +131,15 @@ GREEDY = PassSpec(name="greedy_attention", config_type=EmptyConfig, apply=own_vi
                   description="test: takes self_attention without superseding anyone", replaces=frozenset({"kernels"}),
                   kernels=frozenset({"self_attention"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT, GREEDY)
+def abort_process(runtime, config, data):
+    """Ends its process as a native fault does (SIGABRT): no exception, no cleanup."""
+    os.abort()
+
+
+CRASH = PassSpec(name="crash", config_type=EmptyConfig, apply=abort_process, exact=True,
+                 description="test: kills its process when applied", replaces=frozenset({"forward"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT, GREEDY, CRASH)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

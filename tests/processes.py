@@ -21,3 +21,12 @@ def sigkill_once_marked(process: subprocess.Popen, marker: Path, timeout: float,
     finally:
         process.kill()
         process.communicate(timeout=60)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped by its new parent, counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

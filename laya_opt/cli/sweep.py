@@ -36,12 +36,15 @@ def progress_line(rows, sweep, elapsed_s: float) -> str:
                    "cluster at ADDRESS (put --ray after SWEEP_FILE, or write --ray=ADDRESS). "
                    "pip install 'laya-opt[ray]'.")
 @click.option("--backend", type=click.Choice(["optuna", "ray"]), default=None,
-              help="optuna (default): trials one at a time in this process; ray: as --ray.")
+              help="optuna (default): trials one at a time from this process; ray: as --ray.")
+@click.option("--in-process", is_flag=True,
+              help="Run each trial in this process instead of a child process of its own (no crash isolation: a "
+                   "trial that kills its process ends the sweep; saves the child's start-up, about 2 s a trial).")
 @click.option("--ray-address", default=None, help="With --backend ray: the cluster to join (as --ray ADDRESS).")
 @click.option("--quiet", is_flag=True, help="No progress lines; the summary is still printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome (best trial, front, counts) as JSON.")
 def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, backend: str | None,
-          ray_address: str | None, quiet: bool, as_json: bool) -> None:
+          ray_address: str | None, in_process: bool, quiet: bool, as_json: bool) -> None:
     """Run SWEEP_FILE: an Optuna study over the pass settings, pass subsets (PASS.enabled) and orders of a base
     experiment.
 
@@ -54,13 +57,18 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
     against decision changes among passing trials and a table of every trial with its verdict, and
     best.yaml is a runnable experiment reproducing the best passing trial. Budget: the file's
     `budget: {trials, minutes}`; minutes count per invocation, and a trial still running when they run out
-    is cut (recorded, not judged; --resume runs it again). With --ray the trials run in parallel under Ray
+    is cut (recorded, not judged; --resume runs it again). Each trial runs in a child process: one whose
+    process dies (a CUDA fault, an abort, the OOM killer) is recorded as crashed, its stderr kept under
+    crashes/, and the sweep goes on. With --ray the trials run in parallel under Ray
     Tune, Optuna still the sampler, into the same study and files. docs/sweeps.md describes the file.
     """
     from laya_opt.runs.sweep import check_backend, choose_backend, outcome_json, report, run_sweep
     from laya_opt.runs.sweep_file import load_sweep
 
     backend, address = choose_backend(ray, backend, ray_address)
+    if in_process and backend == "ray":
+        raise click.UsageError("--in-process runs the embedded backend's trials in this process; under Ray every "
+                               "trial runs in a worker process anyway")
     check_backend(backend)
     plan = load_sweep(sweep_file)
     console = output_console()
@@ -76,12 +84,13 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
 
         outcome = run_sweep_ray(plan, resume=resume, address=address, say=say, on_trial=on_trial)
     else:
-        outcome = run_sweep(plan, resume=resume, say=say, on_trial=on_trial)
+        outcome = run_sweep(plan, resume=resume, say=say, on_trial=on_trial, isolate=not in_process)
     if as_json:
         click.echo(json.dumps(outcome_json(outcome), indent=2))
         return
     counts = outcome.frontier["counts"]
     cut = f", {counts['cut']} cut by the budget" if counts.get("cut") else ""
+    cut += f", {counts['crashed']} crashed" if counts.get("crashed") else ""
     console.print(f"{counts['trials']} trials: {counts['complete']} run, {counts['passed']} passed, "
                   f"{counts['pruned']} pruned{cut}; front: {outcome.frontier['front'] or 'empty'}", highlight=False)
     if outcome.best_yaml is not None:

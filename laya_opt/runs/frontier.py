@@ -3,7 +3,8 @@ passing trial, and the files that show them (frontier.json, frontier.md, frontie
 
 Rows are plain dicts (`sweep.trial_rows`): number, state, settings, passed, speedup, decision_changes,
 accuracy_delta, max_abs_dp, failed_gates, cut, run_dir, note. A failing trial is on no front and is never best;
-a trial the budget cut (state FAIL, `cut`) is neither passed nor failed and is listed apart.
+a trial the budget cut (state FAIL, `cut`) is neither passed nor failed and is listed apart, as is one whose
+process crashed (state FAIL, `crashed`).
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def _settings(row: Mapping) -> str:
 def _verdict(row: Mapping) -> str:
     if row.get("cut"):
         return "cut (budget)"
+    if row.get("crashed"):
+        return "crashed"
     if row.get("state") != "COMPLETE":
         return row.get("state", "?").lower()
     return "pass" if row.get("passed") else "FAIL"
@@ -81,7 +84,8 @@ def frontier_data(sweep_name: str, rows: Sequence[Mapping], meta: Mapping) -> di
             "counts": {"trials": len(rows), "complete": sum(r["state"] == "COMPLETE" for r in rows),
                        "passed": sum(bool(r.get("passed")) for r in rows),
                        "pruned": sum(r["state"] == "PRUNED" for r in rows),
-                       "cut": sum(bool(r.get("cut")) for r in rows)},
+                       "cut": sum(bool(r.get("cut")) for r in rows),
+                       "crashed": sum(bool(r.get("crashed")) for r in rows)},
             "front": [row["number"] for row in pareto_front(rows)],
             "best": None if best is None else best["number"],
             "closest_failing": [] if best is not None else [row["number"] for row in closest_failing(rows)],
@@ -100,6 +104,10 @@ def render_markdown(data: Mapping) -> str:
     if cut:
         lines += [f"Cut by the budget before they finished (neither passed nor rejected; their settings were "
                   f"queued for the next `--resume`): trial{'s' if len(cut) > 1 else ''} {', '.join(cut)}.", ""]
+    crashed = [str(row["number"]) for row in data["trials"] if row.get("crashed")]
+    if crashed:
+        lines += [f"Crashed (the trial's process died; never passed, never run again; its stderr is under "
+                  f"`crashes/`): trial{'s' if len(crashed) > 1 else ''} {', '.join(crashed)}.", ""]
     if data["best"] is not None:
         best = rows[data["best"]]
         lines += [f"**Best passing trial: {best['number']}** ({_settings(best)}): speed-up "

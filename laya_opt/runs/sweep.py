@@ -8,6 +8,10 @@ passes and settings) loads those outputs and re-runs only its sample. A trial wh
 prechecks refuse is pruned before any weight loads; a trial whose gates fail is complete, with `passed: false` and a
 violated constraint, and is never the best.
 
+Each trial runs in a child process (`trial_process`; `--in-process` runs it in the sweep's own): a trial whose
+process dies (a CUDA fault, an abort, the OOM killer) is recorded FAIL with `crashed` and its stderr kept under
+`crashes/`, the sweep goes on, and the same settings are not run again.
+
 Killed and resumed (`--resume`): a trial left RUNNING in the journal whose results directory was published
 (killed between publishing and recording) is recorded from that directory; one without a directory is
 marked FAIL and its settings are queued again, so the resumed sweep ends with every trial once. Trial
@@ -265,6 +269,7 @@ def trial_rows(study) -> tuple[dict, ...]:
                      **{key: attrs.get(key) for key in ("speedup", "decision_changes", "accuracy_delta",
                                                         "max_abs_dp", "stage", "run_dir", "note")},
                      "failed_gates": list(attrs.get("failed_gates") or ()), "cut": bool(attrs.get("cut")),
+                     "crashed": bool(attrs.get("crashed")),
                      "seconds": None if trial.duration is None else trial.duration.total_seconds(),
                      "completed": None if trial.datetime_complete is None else
                      trial.datetime_complete.isoformat(timespec="seconds")})
@@ -303,6 +308,15 @@ class BudgetExhausted(BaseException):
     a left-out cell) stop the run instead of recording a verdict."""
 
 
+class TrialCrashed(BaseException):
+    """Raised out of the embedded objective for a trial whose process died (`trial_process`): as with TrialCut,
+    Optuna leaves it RUNNING and `run_sweep` records it FAIL, with its note, and goes on to the next trial."""
+
+    def __init__(self, number: int, note: str):
+        super().__init__(number, note)
+        self.number, self.note = number, note
+
+
 class TrialCut(BaseException):
     """Raised out of the embedded objective for a trial the budget cut: Optuna leaves the trial RUNNING for
     `run_sweep` to close with `close_cut` (an Exception would be logged as a failed trial with a traceback)."""
@@ -331,7 +345,7 @@ def budget_check(deadline: float | None) -> Callable[[], None] | None:
 
 
 RECORDED = ("passed", "failed_gates", "speedup", "decision_changes", "accuracy_delta", "max_abs_dp", "stage",
-            "run_dir", "constraint", "note", "cut")
+            "run_dir", "constraint", "note", "cut", "crashed")
 
 
 def execute_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, deadline: float | None = None,
@@ -381,6 +395,15 @@ def earlier_run(study, settings: Mapping[str, Any]) -> tuple[dict, list[float]] 
     return None
 
 
+def earlier_crash(study, settings: Mapping[str, Any]) -> int | None:
+    """The number of a trial with these settings whose process crashed: a crash is not run a second time."""
+    optuna = optuna_module()
+    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        if earlier.user_attrs.get("crashed") and earlier.user_attrs.get("settings") == settings:
+            return earlier.number
+    return None
+
+
 def fail_and_requeue(study, number: int, message: str, say: Callable[[str], None]) -> None:
     """A trial that did not finish (cut by the budget, killed, or its Ray worker failed): FAIL, never passed or
     rejected, and its settings queued so the next trial (or --resume) runs them again."""
@@ -396,8 +419,12 @@ def close_cut(study, number: int, say: Callable[[str], None]) -> None:
     fail_and_requeue(study, number, "cut by the budget; its settings are queued (--resume runs them again)", say)
 
 
-def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | None = None):
+def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | None = None, isolate: bool = True):
+    """The embedded objective; `isolate` runs each trial in a child process (`trial_process`)."""
+    from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
+
     optuna = optuna_module()
+    digest = sweep_files_digest(sweep.source, sweep.base_path) if isolate else ""
 
     def objective(trial):
         settings = suggest(trial, sweep.params)
@@ -406,8 +433,18 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
         if reused is not None:
             note_payload(trial, reused[0])
             return reused[1]
-        payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
+        crashed = earlier_crash(trial.study, settings)
+        if crashed is not None:
+            payload = {"crashed": True, "note": f"same settings as trial {crashed}, whose process crashed: not run "
+                                                "again"}
+        elif isolate:
+            payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
+                                   say=say, digest=digest)
+        else:
+            payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
         note_payload(trial, payload)
+        if payload.get("crashed"):
+            raise TrialCrashed(trial.number, payload["note"])
         if payload.get("pruned"):
             say(f"trial {trial.number}: {payload['note']}")
             raise optuna.TrialPruned(payload["note"])
@@ -470,16 +507,18 @@ def opened_sweep(sweep: Sweep, resume: bool, say: Callable[[str], None],
 
 def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] = lambda message: None,
               on_trial: Callable[[tuple[dict, ...], Sweep, float], None] | None = None,
-              max_trials: int | None = None) -> SweepOutcome:
-    """Run (or resume) the sweep in this process, one trial at a time, then write the frontier and best.yaml.
+              max_trials: int | None = None, isolate: bool = True) -> SweepOutcome:
+    """Run (or resume) the sweep from this process, one trial at a time, then write the frontier and best.yaml.
 
-    `max_trials` caps the trials of this invocation (tests; a partial run then `--resume`)."""
+    `max_trials` caps the trials of this invocation (tests; a partial run then `--resume`). `isolate` (the
+    default) runs each trial in a child process, so a trial that crashes its process is recorded FAIL with
+    `crashed` and the sweep goes on; without it trials run in this process (`laya-opt sweep --in-process`)."""
     optuna_module()  # a clear error before anything is written when Optuna is missing
     with opened_sweep(sweep, resume, say, max_trials) as (study, count, started, deadline):
         if count == 0:
             say("nothing left to run: " + ("the grid is exhausted" if sweep.sampler == "grid" and
                                           grid_left(study, sweep) == 0 else "the trial budget is spent"))
-        objective = make_objective(sweep, say, deadline)
+        objective = make_objective(sweep, say, deadline, isolate)
         done = 0
         # One optimize() per trial: the deadline is checked before each, and a cut trial ends the invocation.
         while count is None or done < count:
@@ -491,6 +530,9 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, say: Callable[[str], None] 
             except TrialCut as cut:
                 close_cut(study, cut.number, say)
                 break
+            except TrialCrashed as crash:   # recorded, never queued again: the same settings would crash again
+                tell(study, crash.number, state=optuna_module().trial.TrialState.FAIL)
+                say(f"trial {crash.number}: {crash.note}")
             finally:
                 if on_trial is not None:
                     on_trial(trial_rows(study), sweep, clock() - started)

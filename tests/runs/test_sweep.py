@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from fake_passes import write_tiny_suite
-from processes import sigkill_once_marked
+from processes import process_alive, sigkill_once_marked
 
 from laya_opt.cli import main
 from laya_opt.runs import sweep as sweep_module
@@ -147,6 +147,7 @@ def test_ray_backend_without_ray_is_one_error_line(tmp_path, base_file, monkeypa
 @pytest.mark.parametrize("options, message", [
     (["--ray", "--backend", "optuna"], "--backend optuna: --ray and --ray-address run on Ray"),
     (["--ray=a:1", "--ray-address", "b:2"], "two different clusters"),
+    (["--backend", "ray", "--in-process"], "--in-process runs the embedded backend's trials"),
 ])
 def test_contradicting_backend_options_are_refused(tmp_path, base_file, options, message):
     result = CliRunner().invoke(main, ["sweep", str(write_sweep(tmp_path, base_file)), *options])
@@ -179,7 +180,8 @@ def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_agai
     start = time.time()
     # the clock jumps past the deadline once the first trial is inside its wait pass (its second stage)
     monkeypatch.setattr(sweep_module, "clock", lambda: start + (3600 if marker.exists() else 0))
-    result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)
+    # in this process: the patched clock must reach the trial
+    result = CliRunner().invoke(main, ["sweep", str(path), "--in-process"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "1 cut by the budget" in result.output and "trial 0 cut by the budget" in result.output
     assert "no trial finished before the budget ran out" in result.output
@@ -216,6 +218,12 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # killed inside the first trial's wait pass: its reference is done, nothing published
     sigkill_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass")
+    # the trial ran in a child process of the sweep, which ends itself once the sweep is gone
+    trial_pid, deadline = int(marker.read_text()), time.monotonic() + 10
+    assert trial_pid != sweeping.pid
+    while process_alive(trial_pid):
+        assert time.monotonic() < deadline, "the trial's process outlived the killed sweep"
+        time.sleep(0.1)
     sweep = load_sweep(path)
     assert [row["state"] for row in trial_rows(open_study(sweep, create=False))] == ["RUNNING"]
 
@@ -227,6 +235,47 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     assert sorted(row["settings"]["noisy_scorer.scale"] for row in outcome.rows[1:]) == [0.0, 5.0]
     left = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
     assert len(left) == 2 and not [name for name in left if name.startswith(".")]  # the killed staging is gone
+
+
+def test_a_trial_that_kills_its_process_is_recorded_as_crashed_and_the_sweep_goes_on(tmp_path, base_file):
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "crash"})
+    base_file.write_text(yaml.safe_dump(raw))
+    path = write_sweep(tmp_path, base_file, space={"crash.enabled": {"type": "categorical", "choices": [True, False]}})
+    result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "1 crashed" in result.output and "killed by signal SIGABRT" in result.output
+    sweep = load_sweep(path)
+    rows = {row["settings"]["crash.enabled"]: row for row in trial_rows(open_study(sweep, create=False))}
+    crashed, clean = rows[True], rows[False]
+    assert crashed["state"] == "FAIL" and crashed["crashed"] and not crashed["passed"] and crashed["run_dir"] is None
+    assert clean["state"] == "COMPLETE" and clean["passed"] and not clean["crashed"]
+    log = sweep.results_dir / "crashes" / f"tiny-sweep-t{crashed['number']:04d}.log"
+    assert f"crashes/{log.name}" in crashed["note"] and log.is_file()
+    assert [p.name for p in (sweep.results_dir / TRIALS).iterdir()] == [Path(clean["run_dir"]).name]  # no staging
+    assert not [p for p in sweep.results_dir.iterdir() if p.name.startswith(".trial-")]
+    frontier = json.loads((sweep.results_dir / "frontier.json").read_text())
+    assert frontier["counts"]["crashed"] == 1 and frontier["best"] == clean["number"]
+    assert "Crashed" in (sweep.results_dir / "frontier.md").read_text()
+    # The same settings again (a sampler may propose them twice): failed at once, not run again.
+    study = open_study(sweep, create=False)
+    study.enqueue_trial({"crash.enabled": 0})   # categorical settings are sampled as indices: True
+    rows = run_sweep(sweep, resume=True, max_trials=1).rows
+    assert rows[-1]["crashed"] and f"same settings as trial {crashed['number']}" in rows[-1]["note"]
+    assert len(list((sweep.results_dir / "crashes").iterdir())) == 1
+
+
+def test_a_trial_process_refuses_a_sweep_file_changed_since_the_sweep_read_it(tmp_path, base_file):
+    from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
+
+    path = write_sweep(tmp_path, base_file)
+    sweep = load_sweep(path)
+    digest = sweep_files_digest(sweep.source, sweep.base_path)
+    base_file.write_text(base_file.read_text() + "\n# edited\n")
+    payload = run_in_child(sweep, {"noisy_scorer.scale": 0.0}, 0, "t0", deadline=None, say=lambda m: None,
+                           digest=digest)
+    assert payload["crashed"] and "exited with code 2" in payload["note"] and "changed since the sweep read" in \
+        payload["note"]
 
 
 def test_a_pass_subset_drops_the_disabled_pass_and_best_yaml_leaves_it_out(tmp_path, base_file):

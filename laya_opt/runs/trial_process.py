@@ -1,0 +1,130 @@
+"""Run one sweep trial in a child process, so a trial that kills its process does not end the sweep.
+
+A stack can take its process down with it: a CUDA fault ("misaligned address" ends the process), an abort in a
+native library, the kernel's OOM killer. Run in the sweep's own process, such a trial loses the sweep; run here,
+it is a trial that crashed. The parent:
+
+- writes the job (the sweep file's path and the SHA-256 of it and of its base experiment as the sweep read them,
+  the settings, the trial number and the deadline) to a file and starts `python -m laya_opt.runs.trial_process
+  JOB RESULT` with the parent's import path (plugins the base experiment names by module resolve as they do in
+  the sweep). The child reads the sweep file again (a parsed experiment holds plugin functions, which do not
+  pickle) and refuses to run when either file changed since the sweep read it;
+- relays each line the child prints as a progress message (`say`), and keeps its stderr in a file;
+- returns the payload the child wrote (`sweep.execute_trial`'s, unchanged), or, when the child ended without
+  one, a crash payload: `{"crashed": True, "note": ...}` naming the exit code or signal and the last line of
+  its stderr, which is kept as `crashes/<trial name>.log` under the sweep's results directory; the staging
+  directory the dead trial was building is removed.
+
+The child ends itself when the parent dies (it watches its parent id), so a sweep killed mid-trial leaves no
+trial running on: `--resume` finds the trial RUNNING in the journal, as it does without a child.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from laya_opt.util import staging
+
+CRASHES = "crashes"
+PARENT_POLL_SECONDS = 0.5
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code} without a result"
+
+
+def _last_line(path: Path) -> str:
+    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output on stderr"
+
+
+def sweep_files_digest(source: Path, base: Path) -> str:
+    """SHA-256 over the sweep file and its base experiment: what a child must find unchanged."""
+    digest = hashlib.sha256()
+    for path in (source, base):
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()
+
+
+def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, deadline: float | None,
+                 say: Callable[[str], None], digest: str) -> dict:
+    """`sweep.execute_trial(sweep, settings, number, deadline=deadline)` in a child process; see the module.
+    `digest`: `sweep_files_digest` of the sweep's files when the sweep read them."""
+    sweep.results_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".trial-", dir=sweep.results_dir) as work:
+        job, result, stderr_path = Path(work) / "job.json", Path(work) / "payload.json", Path(work) / "stderr.log"
+        job.write_text(json.dumps({"source": str(sweep.source), "digest": digest, "settings": dict(settings),
+                                   "number": number, "deadline": deadline}), encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if isinstance(p, str) and p),
+               "PYTHONUNBUFFERED": "1"}
+        with open(stderr_path, "wb") as stderr:
+            child = subprocess.Popen([sys.executable, "-m", "laya_opt.runs.trial_process", str(job), str(result)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                                     text=True, encoding="utf-8", errors="replace")
+            try:
+                for line in child.stdout:
+                    say(line.rstrip("\n"))
+                code = child.wait()
+            finally:   # an interrupt of the sweep (Ctrl-C) ends the trial too
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+        if result.is_file():
+            return json.loads(result.read_text(encoding="utf-8"))
+        log = sweep.results_dir / CRASHES / f"{name}.log"
+        log.parent.mkdir(exist_ok=True)
+        stderr_path.replace(log)
+        trials = sweep.results_dir / "trials"
+        if trials.is_dir():   # the staging directory the dead trial was building (its owner lock is released)
+            staging.sweep(trials)
+        return {"crashed": True,
+                "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(log)}); "
+                        f"its stderr: {CRASHES}/{log.name}"}
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this process as soon as its parent is gone (re-parented processes see another parent id)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    job, result = (Path(arg) for arg in (argv if argv is not None else sys.argv[1:]))
+    _exit_with_parent(os.getppid())
+    from laya_opt.runs.sweep import execute_trial
+    from laya_opt.runs.sweep_file import load_sweep
+
+    spec = json.loads(job.read_text(encoding="utf-8"))
+    sweep = load_sweep(spec["source"])
+    if sweep_files_digest(sweep.source, sweep.base_path) != spec["digest"]:
+        print(f"error: {sweep.source} or its base experiment {sweep.base_path} changed since the sweep read them; "
+              "rerun the sweep (--resume keeps its finished trials)", file=sys.stderr)
+        return 2
+    payload = execute_trial(sweep, spec["settings"], spec["number"], deadline=spec["deadline"],
+                            say=lambda message: print(message, flush=True))
+    partial = result.with_name(result.name + ".partial")
+    partial.write_text(json.dumps(payload), encoding="utf-8")
+    partial.replace(result)   # the parent reads a whole payload or none
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,10 +5,10 @@ native library, the kernel's OOM killer. Run in the sweep's own process, such a 
 it is a trial that crashed. The parent:
 
 - writes the job (the sweep file's path and the SHA-256 of it and of its base experiment as the sweep read them,
-  the settings, the trial number and the deadline) to a file and starts `python -m laya_opt.runs.trial_process
+  the settings, the trial number and the deadline) to a file and starts `python -m laya_opt.runs.trial_child
   JOB RESULT` with the parent's import path (plugins the base experiment names by module resolve as they do in
   the sweep). The child reads the sweep file again (a parsed experiment holds plugin functions, which do not
-  pickle) and refuses to run when either file changed since the sweep read it;
+  pickle) and refuses to run when either file changed since the sweep read it (`trial_child`, the child's side);
 - relays each line the child prints as a progress message (`say`), and keeps its stderr in a file;
 - returns the payload the child wrote (`sweep.execute_trial`'s, unchanged), or, when the child ended without
   one, a crash payload: `{"crashed": True, "note": ...}` naming the exit code or signal and the last line of
@@ -27,15 +27,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from laya_opt.util import staging
 
 CRASHES = "crashes"
-PARENT_POLL_SECONDS = 0.5
 
 
 def _describe_exit(code: int) -> str:
@@ -72,7 +69,7 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if isinstance(p, str) and p),
                "PYTHONUNBUFFERED": "1"}
         with open(stderr_path, "wb") as stderr:
-            child = subprocess.Popen([sys.executable, "-m", "laya_opt.runs.trial_process", str(job), str(result)],
+            child = subprocess.Popen([sys.executable, "-m", "laya_opt.runs.trial_child", str(job), str(result)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
                                      text=True, encoding="utf-8", errors="replace")
             try:
@@ -94,37 +91,3 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
         return {"crashed": True,
                 "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(log)}); "
                         f"its stderr: {CRASHES}/{log.name}"}
-
-
-def _exit_with_parent(parent: int) -> None:
-    """End this process as soon as its parent is gone (re-parented processes see another parent id)."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
-def main(argv: list[str] | None = None) -> int:
-    job, result = (Path(arg) for arg in (argv if argv is not None else sys.argv[1:]))
-    _exit_with_parent(os.getppid())
-    from laya_opt.runs.sweep import execute_trial
-    from laya_opt.runs.sweep_file import load_sweep
-
-    spec = json.loads(job.read_text(encoding="utf-8"))
-    sweep = load_sweep(spec["source"])
-    if sweep_files_digest(sweep.source, sweep.base_path) != spec["digest"]:
-        print(f"error: {sweep.source} or its base experiment {sweep.base_path} changed since the sweep read them; "
-              "rerun the sweep (--resume keeps its finished trials)", file=sys.stderr)
-        return 2
-    payload = execute_trial(sweep, spec["settings"], spec["number"], deadline=spec["deadline"],
-                            say=lambda message: print(message, flush=True))
-    partial = result.with_name(result.name + ".partial")
-    partial.write_text(json.dumps(payload), encoding="utf-8")
-    partial.replace(result)   # the parent reads a whole payload or none
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -384,22 +384,39 @@ def note_payload(trial, payload: Mapping[str, Any]) -> None:
             trial.set_user_attr(key, payload[key])
 
 
-def earlier_run(study, settings: Mapping[str, Any]) -> tuple[dict, list[float]] | None:
-    """(payload, values) of a finished trial with these settings: a sampler may propose a point twice."""
+def stack_key(sweep: Sweep, settings: Mapping[str, Any]) -> str:
+    """What a trial runs: its passes in order with their configs. Settings that differ only where they change
+    nothing (those of a disabled pass, the place of a disabled pass in an order) give the same key."""
+    return json.dumps(trial_document(sweep, settings, "")["passes"], sort_keys=True)
+
+
+def _same_stack(sweep: Sweep, earlier, key: str, settings: Mapping[str, Any]) -> bool:
+    recorded = earlier.user_attrs.get("settings")
+    if recorded is None:
+        return False
+    return recorded == settings or stack_key(sweep, recorded) == key
+
+
+def earlier_run(study, sweep: Sweep, settings: Mapping[str, Any]) -> tuple[dict, list[float]] | None:
+    """(payload, values) of a finished trial that ran the same stack: a sampler may propose a point twice, and
+    settings of a disabled pass change nothing (`stack_key`)."""
     optuna = optuna_module()
+    wanted = stack_key(sweep, settings)
     for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if earlier.user_attrs.get("settings") == settings:
+        if _same_stack(sweep, earlier, wanted, settings):
             payload = {key: earlier.user_attrs.get(key) for key in RECORDED if key not in ("note", "cut")}
-            payload["note"] = f"same settings as trial {earlier.number}: its run is reused"
+            same = "settings" if earlier.user_attrs.get("settings") == settings else "stack"
+            payload["note"] = f"same {same} as trial {earlier.number}: its run is reused"
             return payload, list(earlier.values)
     return None
 
 
-def earlier_crash(study, settings: Mapping[str, Any]) -> int | None:
-    """The number of a trial with these settings whose process crashed: a crash is not run a second time."""
+def earlier_crash(study, sweep: Sweep, settings: Mapping[str, Any]) -> int | None:
+    """The number of a trial that ran the same stack and whose process crashed: a crash is not run again."""
     optuna = optuna_module()
+    wanted = stack_key(sweep, settings)
     for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
-        if earlier.user_attrs.get("crashed") and earlier.user_attrs.get("settings") == settings:
+        if earlier.user_attrs.get("crashed") and _same_stack(sweep, earlier, wanted, settings):
             return earlier.number
     return None
 
@@ -429,14 +446,13 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
     def objective(trial):
         settings = suggest(trial, sweep.params)
         trial.set_user_attr("settings", settings)
-        reused = earlier_run(trial.study, settings)
+        reused = earlier_run(trial.study, sweep, settings)
         if reused is not None:
             note_payload(trial, reused[0])
             return reused[1]
-        crashed = earlier_crash(trial.study, settings)
+        crashed = earlier_crash(trial.study, sweep, settings)
         if crashed is not None:
-            payload = {"crashed": True, "note": f"same settings as trial {crashed}, whose process crashed: not run "
-                                                "again"}
+            payload = {"crashed": True, "note": f"same stack as trial {crashed}, whose process crashed: not run again"}
         elif isolate:
             payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
                                    say=say, digest=digest)

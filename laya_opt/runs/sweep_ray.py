@@ -105,7 +105,8 @@ class SweepSearch(OptunaSearch):
         """Define-by-run, in the driver: `trial` wraps the asked Optuna trial of the journal study."""
         settings = suggest(trial, self._sweep.params)
         trial.set_user_attr("settings", settings)
-        return {NUMBER: trial.number, SETTINGS: settings, REUSE: earlier_run(self._study, settings) is not None}
+        reuse = earlier_run(self._study, self._sweep, settings) is not None
+        return {NUMBER: trial.number, SETTINGS: settings, REUSE: reuse}
 
     def suggest(self, trial_id: str):
         if self._deadline is not None and clock() >= self._deadline:
@@ -119,7 +120,8 @@ class SweepSearch(OptunaSearch):
         study, say = self._study, self._say
         trial = self._ot_trials[trial_id]  # an optuna Trial of the journal study
         payload = json.loads((result or {}).get(PAYLOAD) or "null")
-        reused = earlier_run(study, trial.user_attrs["settings"]) if (payload or {}).get("reused") else None
+        reused = (earlier_run(study, self._sweep, trial.user_attrs["settings"]) if (payload or {}).get("reused")
+                  else None)
         if reused is not None:
             note_payload(trial, reused[0])
             tell(study, trial.number, reused[1])

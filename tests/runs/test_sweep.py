@@ -261,7 +261,7 @@ def test_a_trial_that_kills_its_process_is_recorded_as_crashed_and_the_sweep_goe
     study = open_study(sweep, create=False)
     study.enqueue_trial({"crash.enabled": 0})   # categorical settings are sampled as indices: True
     rows = run_sweep(sweep, resume=True, max_trials=1).rows
-    assert rows[-1]["crashed"] and f"same settings as trial {crashed['number']}" in rows[-1]["note"]
+    assert rows[-1]["crashed"] and f"same stack as trial {crashed['number']}" in rows[-1]["note"]
     assert len(list((sweep.results_dir / "crashes").iterdir())) == 1
 
 
@@ -289,6 +289,22 @@ def test_a_pass_subset_drops_the_disabled_pass_and_best_yaml_leaves_it_out(tmp_p
     assert rows[True]["failed_gates"] and not rows[False]["failed_gates"]
     best = yaml.safe_load(outcome.best_yaml.read_text())
     assert outcome.frontier["best"] == rows[False]["number"] and best["passes"] == []
+
+
+def test_settings_of_a_disabled_pass_change_nothing_so_its_run_is_reused(tmp_path, base_file):
+    sweep = load_sweep(write_sweep(tmp_path, base_file, space={
+        "noisy_scorer.enabled": {"type": "categorical", "choices": [False, True]},
+        "noisy_scorer.scale": {"type": "categorical", "choices": [0.0, 0.5]}}))
+    rows = run_sweep(sweep, isolate=False).rows
+    assert len(rows) == 4 and all(row["state"] == "COMPLETE" for row in rows)
+    off = [row for row in rows if not row["settings"]["noisy_scorer.enabled"]]
+    first, second = sorted(off, key=lambda row: row["number"])
+    assert second["note"] == f"same stack as trial {first['number']}: its run is reused"
+    assert second["run_dir"] == first["run_dir"] and second["speedup"] == first["speedup"]
+    runs = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
+    assert len(runs) == 3   # two stacks with the pass (scales 0 and 0.5), one without it
+    on = [row for row in rows if row["settings"]["noisy_scorer.enabled"]]
+    assert len({row["run_dir"] for row in on}) == 2   # enabled, its scale matters
 
 
 def test_trial_document_drops_disabled_passes_after_applying_the_order(tmp_path, base_file):

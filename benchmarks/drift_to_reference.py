@@ -1,0 +1,118 @@
+"""How far a pass moves a half-precision runtime from the float32 reference, next to how far its parent is.
+
+    python benchmarks/drift_to_reference.py --parent masks_once,qkv_views --candidate fused_encoder \
+        [--suite gate] [--dtype float16] [--first N] [--out drift.json]
+
+An exact half-precision kernel that computes in float32 and rounds once differs from the kernels it replaces by
+about what the half-precision cast itself does, so the exact same-dtype gates (bounded by the same-dtype noise:
+other batch sizes, shapes and padding) reject it even when it sits closer to float32 than its parent
+(benchmarks/results/2026-12-06-h100-gpu-stack-fault: fused_encoder on `gate`, max |dp| 0.0111 against the
+parent, about the FP16 cast's 0.012). This measures the question a gate for such kernels would ask: per
+question, |dp| (the largest probability difference) of the parent and of the candidate against the float32
+reference, their distributions (mean, p50, p90, p99, max), how many questions each is closer on, the
+candidate-vs-parent drift, and the answers each changes against the reference, decisive (reference top-two gap
+at least 0.05) and near tie apart. On the CPU the fused kernels fall back to MLX ops, so candidate and parent
+agree: that run checks the plumbing only. Exit 0; the JSON goes to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import laya_opt as lo  # (first: the BLAS choice before mlx.core loads; the installed layout, not the tree's)
+import mlx.core as mx
+import numpy as np
+
+from laya_opt.fidelity.checker import evaluate
+from laya_opt.fidelity.decisions import reference_near_tie
+from laya_opt.runs.pipeline import suite_requests
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.util.resources import suite_path
+
+
+def summary(values: np.ndarray) -> dict:
+    return {"mean": float(values.mean()), "p50": float(np.percentile(values, 50)),
+            "p90": float(np.percentile(values, 90)), "p99": float(np.percentile(values, 99)),
+            "max": float(values.max())}
+
+
+def per_question_dp(reference, candidate) -> np.ndarray:
+    return np.array([float(np.max(np.abs(r.probabilities - c.probabilities)))
+                     for r, c in zip(reference.questions, candidate.questions)])
+
+
+def changed_answers(reference, candidate) -> dict:
+    counts = {"decisive": 0, "near_tie": 0}
+    for r, c in zip(reference.questions, candidate.questions):
+        if r.argmax != c.argmax:
+            counts["near_tie" if reference_near_tie(r) else "decisive"] += 1
+    return counts
+
+
+def build(names: list[str], dtype: str):
+    runtime = lo.load(dtype=dtype)
+    for name in names:
+        runtime = lo.apply(runtime, name)
+    return runtime
+
+
+def measure(parent: list[str], candidate: list[str], suite: str, dtype: str, first: int | None) -> dict:
+    requests = suite_requests([load_suite(suite_path(suite, "--suite"))])[:first]
+    timings, outputs = {}, {}
+    for role, runtime in (("reference", lo.load(dtype="float32")), ("parent", build(parent, dtype)),
+                          ("candidate", build(parent + candidate, dtype))):
+        start = time.perf_counter()
+        outputs[role] = evaluate(runtime, requests)
+        timings[role] = round(time.perf_counter() - start, 2)
+    reference = outputs["reference"]
+    parent_dp, candidate_dp = (per_question_dp(reference, outputs[role]) for role in ("parent", "candidate"))
+    return {
+        "suite": suite, "dtype": dtype, "parent": parent, "candidate": candidate, "questions": len(parent_dp),
+        "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
+        "seconds": timings,
+        "parent_vs_reference": summary(parent_dp), "candidate_vs_reference": summary(candidate_dp),
+        "candidate_vs_parent": summary(per_question_dp(outputs["parent"], outputs["candidate"])),
+        "candidate_closer": int(np.sum(candidate_dp < parent_dp)), "parent_closer": int(np.sum(parent_dp < candidate_dp)),
+        "changed_vs_reference": {role: changed_answers(reference, outputs[role]) for role in ("parent", "candidate")},
+    }
+
+
+def table(result: dict) -> str:
+    rows = [f"{'|dp| against float32':28} {'mean':>9} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9}"]
+    for key in ("parent_vs_reference", "candidate_vs_reference", "candidate_vs_parent"):
+        cells = " ".join(f"{result[key][stat]:9.2e}" for stat in ("mean", "p50", "p90", "p99", "max"))
+        rows.append(f"{key:28} {cells}")
+    changed = result["changed_vs_reference"]
+    rows.append(f"closer to float32: candidate on {result['candidate_closer']}, parent on {result['parent_closer']} "
+                f"of {result['questions']} questions; answers changed against float32 (decisive / near tie): "
+                f"parent {changed['parent']['decisive']} / {changed['parent']['near_tie']}, candidate "
+                f"{changed['candidate']['decisive']} / {changed['candidate']['near_tie']}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parent", default="masks_once,qkv_views", help="comma-separated passes of the parent")
+    parser.add_argument("--candidate", default="fused_encoder", help="comma-separated passes applied on top")
+    parser.add_argument("--suite", default="gate")
+    parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    parser.add_argument("--first", type=int, default=None, help="only the first N requests of the suite")
+    parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    args = parser.parse_args(argv)
+    split = lambda text: [name for name in text.split(",") if name]
+    try:
+        result = measure(split(args.parent), split(args.candidate), args.suite, args.dtype, args.first)
+    except lo.InputError as exc:
+        parser.error(str(exc))
+    print(table(result))
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

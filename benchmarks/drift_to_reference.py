@@ -76,7 +76,8 @@ def measure(parent: list[str], candidate: list[str], suite: str, dtype: str, fir
         "seconds": timings,
         "parent_vs_reference": summary(parent_dp), "candidate_vs_reference": summary(candidate_dp),
         "candidate_vs_parent": summary(per_question_dp(outputs["parent"], outputs["candidate"])),
-        "candidate_closer": int(np.sum(candidate_dp < parent_dp)), "parent_closer": int(np.sum(parent_dp < candidate_dp)),
+        "candidate_closer": int(np.sum(candidate_dp < parent_dp)),
+        "parent_closer": int(np.sum(parent_dp < candidate_dp)),
         "changed_vs_reference": {role: changed_answers(reference, outputs[role]) for role in ("parent", "candidate")},
     }
 

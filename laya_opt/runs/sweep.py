@@ -10,7 +10,7 @@ violated constraint, and is never the best.
 
 Each trial runs in a child process (`trial_process`; `--in-process` runs it in the sweep's own): a trial whose
 process dies (a CUDA fault, an abort, the OOM killer) is recorded FAIL with `crashed` and its stderr kept under
-`crashes/`, the sweep goes on, and the same settings are not run again.
+`crashes/`, the sweep goes on, and the same stack is not run again (`stack_key`).
 
 Killed and resumed (`--resume`): a trial left RUNNING in the journal whose results directory was published
 (killed between publishing and recording) is recorded from that directory; one without a directory is
@@ -390,11 +390,11 @@ def stack_key(sweep: Sweep, settings: Mapping[str, Any]) -> str:
     return json.dumps(trial_document(sweep, settings, "")["passes"], sort_keys=True)
 
 
-def _same_stack(sweep: Sweep, earlier, key: str, settings: Mapping[str, Any]) -> bool:
+def _same_stack(sweep: Sweep, earlier, wanted: str, settings: Mapping[str, Any]) -> bool:
     recorded = earlier.user_attrs.get("settings")
     if recorded is None:
         return False
-    return recorded == settings or stack_key(sweep, recorded) == key
+    return recorded == settings or stack_key(sweep, recorded) == wanted
 
 
 def earlier_run(study, sweep: Sweep, settings: Mapping[str, Any]) -> tuple[dict, list[float]] | None:

@@ -1,0 +1,48 @@
+"""tools/reship_standin.sh refuses what it cannot ship before it touches the bundled checkpoint."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tools" / "reship_standin.sh"
+MODEL = REPO / "checkpoints" / "laya-tiny" / "model.safetensors"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    bindir = str(Path(sys.executable).parent)   # the test's python and laya-opt first on PATH
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={"PATH": f"{bindir}:/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize("case", ["missing", "not_a_checkpoint", "work_exists", "unloadable"])
+def test_bad_input_is_one_error_and_the_bundled_checkpoint_is_untouched(tmp_path, case):
+    before = hashlib.sha256(MODEL.read_bytes()).hexdigest()
+    work = tmp_path / "work"
+    new = tmp_path / "new"
+    new.mkdir()
+    if case == "missing":
+        result = run()
+        expected = "usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR"
+    elif case == "not_a_checkpoint":
+        result = run(str(new), str(work))
+        expected = "is not a checkpoint"
+    elif case == "work_exists":
+        for name in ("model.safetensors", "rl_agent_config.json"):
+            (new / name).write_bytes((MODEL.parent / name).read_bytes())
+        work.mkdir()
+        result = run(str(new), str(work))
+        expected = "exists; give a new directory"
+    else:   # the files are there but do not load (a truncated weights file)
+        (new / "model.safetensors").write_bytes(MODEL.read_bytes()[:1000])
+        (new / "rl_agent_config.json").write_bytes((MODEL.parent / "rl_agent_config.json").read_bytes())
+        result = run(str(new), str(work))
+        expected = "does not load"
+    assert result.returncode != 0 and expected in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1   # one line, no traceback
+    assert work.exists() == (case == "work_exists")      # nothing half-made
+    assert hashlib.sha256(MODEL.read_bytes()).hexdigest() == before

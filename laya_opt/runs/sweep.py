@@ -421,6 +421,17 @@ def earlier_crash(study, sweep: Sweep, settings: Mapping[str, Any]) -> int | Non
     return None
 
 
+def earlier_worker_failure(study, sweep: Sweep, settings: Mapping[str, Any], number: int) -> int | None:
+    """The number of another trial that ran the same stack and lost its Ray worker (recorded `worker_failed`)."""
+    optuna = optuna_module()
+    wanted = stack_key(sweep, settings)
+    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        if (earlier.number != number and earlier.user_attrs.get("worker_failed")
+                and _same_stack(sweep, earlier, wanted, settings)):
+            return earlier.number
+    return None
+
+
 def fail_and_requeue(study, number: int, message: str, say: Callable[[str], None]) -> None:
     """A trial that did not finish (cut by the budget, killed, or its Ray worker failed): FAIL, never passed or
     rejected, and its settings queued so the next trial (or --resume) runs them again."""

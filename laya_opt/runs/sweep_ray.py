@@ -28,9 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_run, execute_trial,
-                                 fail_and_requeue, note_payload, objective_values, opened_sweep, optuna_module,
-                                 ray_modules, report, suggest, tell, trial_rows)
+from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_crash, earlier_run,
+                                 earlier_worker_failure, execute_trial, fail_and_requeue, note_payload,
+                                 objective_values, opened_sweep, optuna_module, ray_modules, report, suggest, tell,
+                                 trial_rows)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
 from laya_opt.util.errors import InputError
 from laya_opt.util.system import mlx_backend
@@ -105,7 +106,9 @@ class SweepSearch(OptunaSearch):
         """Define-by-run, in the driver: `trial` wraps the asked Optuna trial of the journal study."""
         settings = suggest(trial, self._sweep.params)
         trial.set_user_attr("settings", settings)
-        reuse = earlier_run(self._study, self._sweep, settings) is not None
+        # a stack run before, or one that crashed, is not run again: the worker reports back at once
+        reuse = (earlier_run(self._study, self._sweep, settings) is not None
+                 or earlier_crash(self._study, self._sweep, settings) is not None)
         return {NUMBER: trial.number, SETTINGS: settings, REUSE: reuse}
 
     def suggest(self, trial_id: str):
@@ -120,13 +123,24 @@ class SweepSearch(OptunaSearch):
         study, say = self._study, self._say
         trial = self._ot_trials[trial_id]  # an optuna Trial of the journal study
         payload = json.loads((result or {}).get(PAYLOAD) or "null")
-        reused = (earlier_run(study, self._sweep, trial.user_attrs["settings"]) if (payload or {}).get("reused")
-                  else None)
+        settings = trial.user_attrs["settings"]
+        reuse = bool((payload or {}).get("reused"))
+        reused = earlier_run(study, self._sweep, settings) if reuse else None
+        crashed = earlier_crash(study, self._sweep, settings) if reuse and reused is None else None
+        failed_before = None if reused or crashed is not None else earlier_worker_failure(study, self._sweep,
+                                                                                          settings, trial.number)
         if reused is not None:
             note_payload(trial, reused[0])
             tell(study, trial.number, reused[1])
-        elif error or payload is None or payload.get("reused"):
-            # the worker raised or died: as for a killed embedded trial, its settings run again
+        elif crashed is not None:
+            self._crash(trial, f"same stack as trial {crashed}, whose process crashed: not run again")
+        elif (error or payload is None or reuse) and failed_before is not None:
+            # a second worker lost on one stack: the stack takes its process down (a CUDA fault, an abort)
+            self._crash(trial, f"crashed: its Ray worker failed on this stack twice (trials {failed_before} and "
+                               f"{trial.number}); not run again")
+        elif error or payload is None or reuse:
+            # the worker raised or died: as for a killed embedded trial, its settings run again (once)
+            trial.set_user_attr("worker_failed", True)
             trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
             fail_and_requeue(study, trial.number, "its Ray worker failed; its settings are queued for --resume", say)
         else:
@@ -140,6 +154,13 @@ class SweepSearch(OptunaSearch):
                 tell(study, trial.number, objective_values(payload, self._sweep))
         self._completed_trials.add(trial_id)
         self._on_complete()
+
+    def _crash(self, trial, note: str) -> None:
+        """Recorded as the embedded runner records a trial whose child process died: FAIL, `crashed`, no queue."""
+        trial.set_user_attr("crashed", True)
+        trial.set_user_attr("note", note)
+        tell(self._study, trial.number, state=optuna_module().trial.TrialState.FAIL)
+        self._say(f"trial {trial.number}: {note}")
 
 
 def run_trials(tune, sweep: Sweep, study, count: int | None, devices: int, resources: dict, deadline: float | None,

@@ -119,6 +119,23 @@ def test_the_search_records_pruned_cut_and_failed_worker_trials_like_the_embedde
     queued = [trial.system_attrs["fixed_params"] for trial in trials[3:]]
     assert queued == [trials[1].params, trials[2].params]  # their settings queued for --resume
 
+    # The requeued settings lose their worker again: the stack takes its process down, so it is recorded as
+    # crashed and not queued a third time; a sampler proposing it later gets the crash at once.
+    search.suggest("t3")   # trial 1's cut settings, queued first
+    again = search.suggest("t4")
+    assert again["laya_settings"] == configs[2]["laya_settings"] and again["laya_trial"] == 4
+    search.on_trial_complete("t4", None, error=True)
+    rows = study.get_trials(deepcopy=False)
+    assert rows[4].state.name == "FAIL" and rows[4].user_attrs["crashed"]
+    assert "failed on this stack twice (trials 2 and 4)" in rows[4].user_attrs["note"]
+    assert not [row for row in rows if row.state.name == "WAITING"]   # nothing queued again
+    study.enqueue_trial(trials[2].params)
+    proposed = search.suggest("t5")
+    assert proposed["laya_reuse"] and proposed["laya_settings"] == configs[2]["laya_settings"]
+    search.on_trial_complete("t5", {PAYLOAD: json.dumps({"reused": True})})
+    last = study.get_trials(deepcopy=False)[-1]
+    assert last.state.name == "FAIL" and "whose process crashed: not run again" in last.user_attrs["note"]
+
     later = SweepSearch(sweep, study, deadline=time.time() - 1, say=lambda message: None, on_complete=lambda: None)
     assert later.suggest("t3") == "FINISHED"  # no trial starts after the deadline
 

@@ -13,10 +13,17 @@ reference, their distributions (mean, p50, p90, p99, max), how many questions ea
 candidate-vs-parent drift, and the answers each changes against the reference, decisive (reference top-two gap
 at least 0.05) and near tie apart. On the CPU the fused kernels fall back to MLX ops, so candidate and parent
 agree: that run checks the plumbing only. Exit 0; the JSON goes to --out.
+
+`--candidate float32_layers` is no pass but the rounding change at its largest, on any device: every encoder
+layer computed in float32 from the half-precision weights and rounded once at its output (what a fused layer
+kernel that accumulates and chains in float32 does). Measured on the CPU on `gate` (docs/gates.md, "Exact
+half-precision kernels").
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import json
 import platform
 import sys
@@ -53,10 +60,35 @@ def changed_answers(reference, candidate) -> dict:
     return counts
 
 
+FLOAT32_LAYERS = "float32_layers"
+
+
+def float32_layers(runtime):
+    """The runtime with each encoder layer (and the final norm) computed in float32 from its half-precision
+    weights and rounded to the runtime's dtype once per layer: one rounding where the parent rounds per op."""
+    from mlx.utils import tree_map
+
+    from laya_opt.core.model import global_attention
+
+    half = runtime.dtype
+    encoder32 = copy.deepcopy(runtime.model.encoder)
+    encoder32.update(tree_map(lambda w: w.astype(mx.float32), encoder32.parameters()))
+
+    def stack(encoder, input_ids, attention_mask, kernels):
+        x = encoder.embeddings(input_ids)   # as the parent computes it
+        context = kernels.attention_masks(attention_mask, encoder.window, mx.float32)
+        for layer in encoder32.layers:
+            attend = kernels.sliding_attention if layer.sliding else global_attention
+            x = layer(x.astype(mx.float32), context, attend, kernels.self_attention).astype(half)
+        return encoder32.final_norm(x.astype(mx.float32)).astype(half)
+
+    return runtime.replace(kernels=dataclasses.replace(runtime.kernels, encoder_stack=stack))
+
+
 def build(names: list[str], dtype: str):
     runtime = lo.load(dtype=dtype)
     for name in names:
-        runtime = lo.apply(runtime, name)
+        runtime = float32_layers(runtime) if name == FLOAT32_LAYERS else lo.apply(runtime, name)
     return runtime
 
 
@@ -79,6 +111,7 @@ def measure(parent: list[str], candidate: list[str], suite: str, dtype: str, fir
         "candidate_closer": int(np.sum(candidate_dp < parent_dp)),
         "parent_closer": int(np.sum(parent_dp < candidate_dp)),
         "changed_vs_reference": {role: changed_answers(reference, outputs[role]) for role in ("parent", "candidate")},
+        "changed_vs_parent": changed_answers(outputs["parent"], outputs["candidate"]),
     }
 
 

@@ -39,7 +39,8 @@ def progress_line(rows, sweep, elapsed_s: float) -> str:
               help="optuna (default): trials one at a time from this process; ray: as --ray.")
 @click.option("--in-process", is_flag=True,
               help="Run each trial in this process instead of a child process of its own (no crash isolation: a "
-                   "trial that kills its process ends the sweep; saves the child's start-up, about 1-1.5 s a trial on a CPU).")
+                   "trial that kills its process ends the sweep; saves the child's start-up, about 1-1.5 s a "
+                   "trial on a CPU).")
 @click.option("--ray-address", default=None, help="With --backend ray: the cluster to join (as --ray ADDRESS).")
 @click.option("--quiet", is_flag=True, help="No progress lines; the summary is still printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome (best trial, front, counts) as JSON.")

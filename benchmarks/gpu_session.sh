@@ -11,7 +11,7 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh sweep     (MLX CUDA graph settings)
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
-#   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c] bash benchmarks/gpu_session.sh drift
+#   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh study     (experiments/sweeps/gpu_stack.yaml;
 #      again with `study` in the next call of the lease: it resumes the study kept in /tmp/sweeps)
 #
@@ -146,7 +146,7 @@ PY
     install
     (cd /tmp && timeout $((585 - SECONDS - 10)) python3 "$OLDPWD/benchmarks/drift_to_reference.py" \
       --parent "${PARENT:-masks_once,qkv_views}" --candidate "${CANDIDATE:-fused_encoder}" --suite gate \
-      --out "$OUT/drift.json" 2>&1 | tail -8) ;;
+      ${FIRST:+--first "$FIRST"} --out "$OUT/drift.json" 2>&1 | tail -8) ;;
   graphcache)  # the fault against MLX's CUDA graph executable cache (400 entries by default): the stack PASSES
                # (first STAGES) on `gate` with the cache far larger than the run needs, then far smaller
     install

@@ -35,7 +35,8 @@ import mlx.core as mx
 import numpy as np
 
 from laya_opt.fidelity.checker import evaluate
-from laya_opt.fidelity.decisions import reference_near_tie
+from laya_opt.fidelity.decisions import decision_changes
+from laya_opt.fidelity.metrics import compare_question
 from laya_opt.runs.pipeline import suite_requests
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import suite_path
@@ -48,16 +49,12 @@ def summary(values: np.ndarray) -> dict:
 
 
 def per_question_dp(reference, candidate) -> np.ndarray:
-    return np.array([float(np.max(np.abs(r.probabilities - c.probabilities)))
-                     for r, c in zip(reference.questions, candidate.questions)])
+    return np.array([compare_question(r, c).max_abs_dp for r, c in zip(reference.questions, candidate.questions)])
 
 
 def changed_answers(reference, candidate) -> dict:
-    counts = {"decisive": 0, "near_tie": 0}
-    for r, c in zip(reference.questions, candidate.questions):
-        if r.argmax != c.argmax:
-            counts["near_tie" if reference_near_tie(r) else "decisive"] += 1
-    return counts
+    split = decision_changes(reference, candidate).overall
+    return {"decisive": split.decisive.changes, "near_tie": split.near_tie.changes}
 
 
 FLOAT32_LAYERS = "float32_layers"

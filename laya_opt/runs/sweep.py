@@ -86,6 +86,12 @@ def suggest(trial, params: tuple[Param, ...]) -> dict[str, Any]:
 def trial_document(sweep: Sweep, settings: Mapping[str, Any], name: str) -> dict:
     """The base experiment's document with the sweep's overrides and these settings: what best.yaml holds."""
     document = base_document(sweep.base_path, sweep.overrides)
+    document.update(name=name, passes=trial_passes(document, settings))
+    return document
+
+
+def trial_passes(document: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict]:
+    """The pass entries of the base `document` with these settings applied, in order, disabled passes dropped."""
     passes = [dict(entry, config=dict(entry.get("config") or {})) for entry in document.get("passes") or []]
     dropped = set()
     for key, value in settings.items():
@@ -101,8 +107,7 @@ def trial_document(sweep: Sweep, settings: Mapping[str, Any], name: str) -> dict
                 entry["config"][setting] = value
     if ORDER in settings:   # the order indexes the base's passes, so it applies before any is dropped
         passes = [passes[index] for index in settings[ORDER]]
-    document.update(name=name, passes=[entry for entry in passes if entry.get("name") not in dropped])
-    return document
+    return [entry for entry in passes if entry.get("name") not in dropped]
 
 
 def trial_experiment(sweep: Sweep, settings: Mapping[str, Any], name: str):
@@ -384,52 +389,49 @@ def note_payload(trial, payload: Mapping[str, Any]) -> None:
             trial.set_user_attr(key, payload[key])
 
 
-def stack_key(sweep: Sweep, settings: Mapping[str, Any]) -> str:
-    """What a trial runs: its passes in order with their configs. Settings that differ only where they change
-    nothing (those of a disabled pass, the place of a disabled pass in an order) give the same key."""
-    return json.dumps(trial_document(sweep, settings, "")["passes"], sort_keys=True)
+def stack_key(document: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """What a trial runs: its passes in order with their configs (`document`: the sweep's base document).
+    Settings that differ only where they change nothing (those of a disabled pass, the place of a disabled pass
+    in an order) give the same key."""
+    return json.dumps(trial_passes(document, settings), sort_keys=True)
 
 
-def _same_stack(sweep: Sweep, earlier, wanted: str, settings: Mapping[str, Any]) -> bool:
-    recorded = earlier.user_attrs.get("settings")
-    if recorded is None:
-        return False
-    return recorded == settings or stack_key(sweep, recorded) == wanted
+def same_stack_trials(study, sweep: Sweep, settings: Mapping[str, Any], state) -> Iterator[Any]:
+    """The trials in `state` whose recorded settings run the same stack as `settings`, in number order."""
+    document = base_document(sweep.base_path, sweep.overrides)   # read once per lookup
+    wanted = stack_key(document, settings)
+    for earlier in study.get_trials(deepcopy=False, states=(state,)):
+        recorded = earlier.user_attrs.get("settings")
+        if recorded is not None and (recorded == settings or stack_key(document, recorded) == wanted):
+            yield earlier
 
 
 def earlier_run(study, sweep: Sweep, settings: Mapping[str, Any]) -> tuple[dict, list[float]] | None:
     """(payload, values) of a finished trial that ran the same stack: a sampler may propose a point twice, and
     settings of a disabled pass change nothing (`stack_key`)."""
-    optuna = optuna_module()
-    wanted = stack_key(sweep, settings)
-    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if _same_stack(sweep, earlier, wanted, settings):
-            payload = {key: earlier.user_attrs.get(key) for key in RECORDED if key not in ("note", "cut")}
-            same = "settings" if earlier.user_attrs.get("settings") == settings else "stack"
-            payload["note"] = f"same {same} as trial {earlier.number}: its run is reused"
-            return payload, list(earlier.values)
+    for earlier in same_stack_trials(study, sweep, settings, optuna_module().trial.TrialState.COMPLETE):
+        payload = {key: earlier.user_attrs.get(key) for key in RECORDED if key not in ("note", "cut")}
+        same = "settings" if earlier.user_attrs.get("settings") == settings else "stack"
+        payload["note"] = f"same {same} as trial {earlier.number}: its run is reused"
+        return payload, list(earlier.values)
     return None
 
 
 def earlier_crash(study, sweep: Sweep, settings: Mapping[str, Any]) -> int | None:
     """The number of a trial that ran the same stack and whose process crashed: a crash is not run again."""
-    optuna = optuna_module()
-    wanted = stack_key(sweep, settings)
-    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
-        if earlier.user_attrs.get("crashed") and _same_stack(sweep, earlier, wanted, settings):
-            return earlier.number
-    return None
+    return _first_failed(study, sweep, settings, "crashed")
 
 
 def earlier_worker_failure(study, sweep: Sweep, settings: Mapping[str, Any], number: int) -> int | None:
     """The number of another trial that ran the same stack and lost its Ray worker (recorded `worker_failed`)."""
-    optuna = optuna_module()
-    wanted = stack_key(sweep, settings)
-    for earlier in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
-        if (earlier.number != number and earlier.user_attrs.get("worker_failed")
-                and _same_stack(sweep, earlier, wanted, settings)):
-            return earlier.number
-    return None
+    return _first_failed(study, sweep, settings, "worker_failed", besides=number)
+
+
+def _first_failed(study, sweep: Sweep, settings: Mapping[str, Any], flag: str, besides: int | None = None
+                  ) -> int | None:
+    failed = optuna_module().trial.TrialState.FAIL
+    return next((earlier.number for earlier in same_stack_trials(study, sweep, settings, failed)
+                 if earlier.user_attrs.get(flag) and earlier.number != besides), None)
 
 
 def fail_and_requeue(study, number: int, message: str, say: Callable[[str], None]) -> None:
@@ -466,7 +468,7 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
             payload = {"crashed": True, "note": f"same stack as trial {crashed}, whose process crashed: not run again"}
         elif isolate:
             payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
-                                   say=say, digest=digest)
+                                   say=say, digest=digest, trials_dir=sweep.results_dir / TRIALS)
         else:
             payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
         note_payload(trial, payload)

@@ -127,22 +127,23 @@ class SweepSearch(OptunaSearch):
         reuse = bool((payload or {}).get("reused"))
         reused = earlier_run(study, self._sweep, settings) if reuse else None
         crashed = earlier_crash(study, self._sweep, settings) if reuse and reused is None else None
-        failed_before = None if reused or crashed is not None else earlier_worker_failure(study, self._sweep,
-                                                                                          settings, trial.number)
         if reused is not None:
             note_payload(trial, reused[0])
             tell(study, trial.number, reused[1])
         elif crashed is not None:
             self._crash(trial, f"same stack as trial {crashed}, whose process crashed: not run again")
-        elif (error or payload is None or reuse) and failed_before is not None:
-            # a second worker lost on one stack: the stack takes its process down (a CUDA fault, an abort)
-            self._crash(trial, f"crashed: its Ray worker failed on this stack twice (trials {failed_before} and "
-                               f"{trial.number}); not run again")
         elif error or payload is None or reuse:
-            # the worker raised or died: as for a killed embedded trial, its settings run again (once)
-            trial.set_user_attr("worker_failed", True)
-            trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
-            fail_and_requeue(study, trial.number, "its Ray worker failed; its settings are queued for --resume", say)
+            failed_before = earlier_worker_failure(study, self._sweep, settings, trial.number)
+            if failed_before is not None:
+                # a second worker lost on one stack: the stack takes its process down (a CUDA fault, an abort)
+                self._crash(trial, f"crashed: its Ray worker failed on this stack twice (trials {failed_before} "
+                                   f"and {trial.number}); not run again")
+            else:
+                # the worker raised or died: as for a killed embedded trial, its settings run again (once)
+                trial.set_user_attr("worker_failed", True)
+                trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
+                fail_and_requeue(study, trial.number, "its Ray worker failed; its settings are queued for --resume",
+                                 say)
         else:
             note_payload(trial, payload)
             if payload.get("pruned"):

@@ -58,9 +58,10 @@ def sweep_files_digest(source: Path, base: Path) -> str:
 
 
 def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, deadline: float | None,
-                 say: Callable[[str], None], digest: str) -> dict:
+                 say: Callable[[str], None], digest: str, trials_dir: Path) -> dict:
     """`sweep.execute_trial(sweep, settings, number, deadline=deadline)` in a child process; see the module.
-    `digest`: `sweep_files_digest` of the sweep's files when the sweep read them."""
+    `digest`: `sweep_files_digest` of the sweep's files when the sweep read them; `trials_dir`: where the trial
+    publishes its run (and stages it)."""
     sweep.results_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".trial-", dir=sweep.results_dir) as work:
         job, result, stderr_path = Path(work) / "job.json", Path(work) / "payload.json", Path(work) / "stderr.log"
@@ -85,9 +86,8 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
         log = sweep.results_dir / CRASHES / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
         stderr_path.replace(log)
-        trials = sweep.results_dir / "trials"
-        if trials.is_dir():   # the staging directory the dead trial was building (its owner lock is released)
-            staging.sweep(trials)
+        if trials_dir.is_dir():   # the staging directory the dead trial was building (its owner lock is released)
+            staging.sweep(trials_dir)
         return {"crashed": True,
                 "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(log)}); "
                         f"its stderr: {CRASHES}/{log.name}"}

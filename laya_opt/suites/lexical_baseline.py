@@ -167,15 +167,17 @@ class BaselineAnswer:
         return self.predicted == self.label_index
 
 
+def _answer(record, qid: str, state_text: str, spec: QuestionSpec) -> BaselineAnswer:
+    """The heuristic's answer to question `qid` of `record`, reading `state_text` and `spec`."""
+    key = f"{record.id}/{qid}"
+    return BaselineAnswer(key, spec.type_name, predict_option(state_text, spec),
+                          label_index(key, spec.type_name, spec.option_keys, record.labels[qid]),
+                          record.tags[qid].to_json())
+
+
 def predict_suite(suite: Suite) -> tuple[BaselineAnswer, ...]:
-    out = []
-    for record, qid in suite.questions():
-        spec = validate_question(qid, record.questions[qid])
-        key = f"{record.id}/{qid}"
-        out.append(BaselineAnswer(key, spec.type_name, predict_option(serialize_state(record.state), spec),
-                                  label_index(key, spec.type_name, spec.option_keys, record.labels[qid]),
-                                  record.tags[qid].to_json()))
-    return tuple(out)
+    return tuple(_answer(record, qid, serialize_state(record.state), validate_question(qid, record.questions[qid]))
+                 for record, qid in suite.questions())
 
 
 def visible_question(item: PreparedQuestion, spec: QuestionSpec, codec: TextCodec) -> tuple[str, QuestionSpec]:
@@ -204,13 +206,9 @@ def predict_visible(suite: Suite, codec: TextCodec, max_len: int, head_max_len: 
     """The heuristic on the text the model's token budgets keep (`visible_question`) instead of the whole record."""
     out = []
     for record in suite.records:
-        specs = {spec.qid: spec for spec in (validate_question(qid, q) for qid, q in record.questions.items())}
         for item in prepare_request(record.state, record.questions, codec, max_len, head_max_len):
-            state_text, spec = visible_question(item, specs[item.qid], codec)
-            key = f"{record.id}/{item.qid}"
-            out.append(BaselineAnswer(key, spec.type_name, predict_option(state_text, spec),
-                                      label_index(key, spec.type_name, spec.option_keys, record.labels[item.qid]),
-                                      record.tags[item.qid].to_json()))
+            spec = validate_question(item.qid, record.questions[item.qid])
+            out.append(_answer(record, item.qid, *visible_question(item, spec, codec)))
     return tuple(out)
 
 

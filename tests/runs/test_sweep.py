@@ -273,7 +273,7 @@ def test_a_trial_process_refuses_a_sweep_file_changed_since_the_sweep_read_it(tm
     digest = sweep_files_digest(sweep.source, sweep.base_path)
     base_file.write_text(base_file.read_text() + "\n# edited\n")
     payload = run_in_child(sweep, {"noisy_scorer.scale": 0.0}, 0, "t0", deadline=None, say=lambda m: None,
-                           digest=digest)
+                           digest=digest, trials_dir=sweep.results_dir / TRIALS)
     assert payload["crashed"] and "exited with code 2" in payload["note"] and "changed since the sweep read" in \
         payload["note"]
 

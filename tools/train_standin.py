@@ -460,13 +460,14 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
     return meta
 
 
-def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float) -> float:
-    """Print one progress line (losses since the last one, validation accuracy); returns that accuracy."""
+def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float, steps_here: int) -> float:
+    """Print one progress line (losses since the last one, validation accuracy, and the rate of the `steps_here`
+    steps taken in the `elapsed` seconds of this call); returns that accuracy."""
     overall, by_type = progress_accuracy(validation, predict_logits(model, validation, pad_id))
     mean = np.array(mx.stack(recent)).mean(axis=0)
     types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
     print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
-          f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, {step / max(elapsed, 1e-9):.1f} steps/s",
+          f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, {steps_here / max(elapsed, 1e-9):.1f} steps/s",
           flush=True)
     return overall
 
@@ -790,9 +791,11 @@ def main(argv=None) -> int:
     step, recent, pending, stopped_early = 0, [], [], False
     best = Best() if args.keep_best else None
 
-    def progress_line(since: float) -> None:
-        """The progress line of the current step; under --keep-best its weights may become the kept ones."""
-        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since)
+    def progress_line(since: float, first_step: int = 0) -> None:
+        """The progress line of the current step (`since`: when `first_step` was taken, for the rate); under
+        --keep-best its weights may become the kept ones."""
+        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since,
+                                   step - first_step)
         if best is not None:
             best.consider(step, accuracy, model)
 
@@ -815,7 +818,7 @@ def main(argv=None) -> int:
         if args.keep_best:   # the compiling steps' evaluations were of weights the state replaced
             best = Best(**meta["best"], weights=meta["best_weights"]) if meta["best"] else Best()
     plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
-    start = batches
+    start, first_step = batches, step   # a resumed call's rate counts its own steps only
     train_started = time.time()
     # The schedule runs over --steps and --max-train-seconds (the training time of all calls together
     # under --resume); --max-total-seconds bounds this call. Without --resume a call is the whole run,
@@ -850,12 +853,12 @@ def main(argv=None) -> int:
             mx.eval(pending.pop(0))
         step, batches = step + 1, batches + 1
         if step % args.eval_every == 0:
-            progress_line(train_started)
+            progress_line(train_started, first_step)
             recent = []
     mx.eval(state)
     train_seconds = prior_seconds + time.time() - train_started   # the progress line below is not training
     if recent:
-        progress_line(train_started)
+        progress_line(train_started, first_step)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
         save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best)
         if args.snapshot:

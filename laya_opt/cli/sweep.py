@@ -58,7 +58,8 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
     against decision changes among passing trials and a table of every trial with its verdict, and
     best.yaml is a runnable experiment reproducing the best passing trial. Budget: the file's
     `budget: {trials, minutes}`; minutes count per invocation, and a trial still running when they run out
-    is cut (recorded, not judged; --resume runs it again). Each trial runs in a child process: one whose
+    is cut (recorded, not judged; --resume runs it again; a trial's process that reaches no budget check
+    within 30 s of the deadline is killed). Each trial runs in a child process: one whose
     process dies (a CUDA fault, an abort, the OOM killer) is recorded as crashed, its stderr kept under
     crashes/, and the sweep goes on. With --ray the trials run in parallel under Ray
     Tune, Optuna still the sampler, into the same study and files. docs/sweeps.md describes the file.

@@ -20,7 +20,9 @@ numbers go on from where the study stopped. A lock file keeps two sweeps off one
 Budget: `budget.minutes` is a deadline for this invocation. A trial still running when it passes is stopped at
 the next stage, evaluated batch or timed block (`run_experiment`'s `check`), nothing of it is published, and
 it is recorded FAIL with `cut: true` (neither passed nor rejected); its settings are queued, so `--resume`
-with time left runs them again under a new number.
+with time left runs them again under a new number. A trial in its own process that reaches none of those
+checks within CUT_GRACE_S of the deadline is killed and cut the same way, so an invocation ends at most about
+that long after its budget.
 """
 from __future__ import annotations
 
@@ -41,6 +43,10 @@ from laya_opt.util.errors import ExperimentError, InputError
 from laya_opt.util.staging import replace_file
 
 JOURNAL, LOCK, TRIALS, BEST_YAML = "study.journal", ".sweep.lock", "trials", "best.yaml"
+# A trial in its own process that reaches no budget check this long after the deadline (one stage compiling
+# for minutes on a cold GPU) is killed, and cut all the same.
+CUT_GRACE_S = 30.0
+CONSTRAINT = "gates"   # the name of the one constraint: the gates passed (0) or not (1)
 
 
 def optuna_module():
@@ -177,6 +183,8 @@ def create_sampler(sweep: Sweep, done: int = 0):
         return optuna.samplers.GridSampler(sweep.grid(), seed=sweep.seed)
     if sweep.sampler == "random":
         return optuna.samplers.RandomSampler(seed=sweep.seed + done)
+    if hasattr(optuna.trial.Trial, "set_constraint"):   # optuna >= 5: TPE reads the constraint note_payload set
+        return optuna.samplers.TPESampler(seed=sweep.seed + done)
     return optuna.samplers.TPESampler(seed=sweep.seed + done, constraints_func=lambda trial: trial.user_attrs.get(
         "constraint", [1.0]))
 
@@ -370,10 +378,15 @@ def execute_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, dea
         outcome = run_experiment(experiment, output_dir=sweep.results_dir / TRIALS, say=say,
                                  check=budget_check(deadline), share_stages=True)
     except BudgetExhausted:
-        minutes = "" if sweep.minutes is None else f" ({sweep.minutes:g} min)"
-        return {"cut": True, "note": f"cut by the budget{minutes} before it finished; its settings are queued "
-                                     "for --resume"}
+        return cut_payload(sweep)
     return run_payload(run_metrics(outcome.records, sweep), outcome.results_dir)
+
+
+def cut_payload(sweep: Sweep, detail: str = "") -> dict:
+    """What the study records for a trial the budget stopped (nothing of it published)."""
+    minutes = "" if sweep.minutes is None else f" ({sweep.minutes:g} min)"
+    return {"cut": True, "note": f"cut by the budget{minutes} before it finished{detail}; its settings are queued "
+                                 "for --resume"}
 
 
 def run_payload(metrics: Mapping[str, Any], directory: Path) -> dict:
@@ -387,6 +400,8 @@ def note_payload(trial, payload: Mapping[str, Any]) -> None:
     for key in RECORDED:
         if key in payload:
             trial.set_user_attr(key, payload[key])
+    if "constraint" in payload and hasattr(trial, "set_constraint"):   # optuna >= 5 (constraints_func before)
+        trial.set_constraint(CONSTRAINT, payload["constraint"][0])
 
 
 def stack_key(document: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -468,7 +483,8 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
             payload = {"crashed": True, "note": f"same stack as trial {crashed}, whose process crashed: not run again"}
         elif isolate:
             payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
-                                   say=say, digest=digest, trials_dir=sweep.results_dir / TRIALS)
+                                   say=say, digest=digest, trials_dir=sweep.results_dir / TRIALS,
+                                   kill_at=None if deadline is None else deadline + CUT_GRACE_S)
         else:
             payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
         note_payload(trial, payload)

@@ -15,8 +15,9 @@ it is a trial that crashed. The parent:
   its stderr, which is kept as `crashes/<trial name>.log` under the sweep's results directory; the staging
   directory the dead trial was building is removed.
 
-The child ends itself when the parent dies (it watches its parent id), so a sweep killed mid-trial leaves no
-trial running on: `--resume` finds the trial RUNNING in the journal, as it does without a child.
+An interrupted sweep (Ctrl-C, SIGTERM) kills the child and removes its staging directory before it exits. The
+child ends itself when the parent dies (it watches its parent id), so a sweep killed mid-trial leaves no trial
+running on: `--resume` finds the trial RUNNING in the journal, as it does without a child.
 """
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from laya_opt.runs.sweep import cut_payload
 from laya_opt.util import staging
 
 CRASHES = "crashes"
@@ -49,6 +53,12 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else "no output on stderr"
 
 
+def _remove_dead_staging(trials_dir: Path) -> None:
+    """The staging directory a dead trial was building (its owner lock went with its process)."""
+    if trials_dir.is_dir():
+        staging.sweep(trials_dir)
+
+
 def sweep_files_digest(source: Path, base: Path) -> str:
     """SHA-256 over the sweep file and its base experiment: what a child must find unchanged."""
     digest = hashlib.sha256()
@@ -58,10 +68,11 @@ def sweep_files_digest(source: Path, base: Path) -> str:
 
 
 def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, deadline: float | None,
-                 say: Callable[[str], None], digest: str, trials_dir: Path) -> dict:
+                 say: Callable[[str], None], digest: str, trials_dir: Path, kill_at: float | None = None) -> dict:
     """`sweep.execute_trial(sweep, settings, number, deadline=deadline)` in a child process; see the module.
     `digest`: `sweep_files_digest` of the sweep's files when the sweep read them; `trials_dir`: where the trial
-    publishes its run (and stages it)."""
+    publishes its run (and stages it); `kill_at` (wall-clock seconds): a child still running then is killed and
+    the trial is cut (`cut_payload`), for a child that reaches none of the deadline's checks in time."""
     sweep.results_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".trial-", dir=sweep.results_dir) as work:
         job, result, stderr_path = Path(work) / "job.json", Path(work) / "payload.json", Path(work) / "stderr.log"
@@ -73,21 +84,29 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
             child = subprocess.Popen([sys.executable, "-m", "laya_opt.runs.trial_child", str(job), str(result)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
                                      text=True, encoding="utf-8", errors="replace")
+            timer = None if kill_at is None else threading.Timer(max(0.0, kill_at - time.time()), child.kill)
             try:
+                if timer is not None:
+                    timer.start()
                 for line in child.stdout:
                     say(line.rstrip("\n"))
                 code = child.wait()
-            finally:   # an interrupt of the sweep (Ctrl-C) ends the trial too
+            finally:   # an interrupt of the sweep (Ctrl-C, SIGTERM) ends the trial too, and removes its staging
+                if timer is not None:
+                    timer.cancel()
                 if child.poll() is None:
                     child.kill()
                     child.wait()
+                    _remove_dead_staging(trials_dir)
         if result.is_file():
             return json.loads(result.read_text(encoding="utf-8"))
+        if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
+            _remove_dead_staging(trials_dir)
+            return cut_payload(sweep, "; its process was killed, having reached no budget check since the deadline")
         log = sweep.results_dir / CRASHES / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
         stderr_path.replace(log)
-        if trials_dir.is_dir():   # the staging directory the dead trial was building (its owner lock is released)
-            staging.sweep(trials_dir)
+        _remove_dead_staging(trials_dir)
         return {"crashed": True,
                 "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(log)}); "
                         f"its stderr: {CRASHES}/{log.name}"}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fake_passes import LABELS, REQUESTS
-from processes import sigkill_once_marked
+from processes import signal_once_marked
 
 from laya_opt.runs import refcache
 from laya_opt.timing.bench import prepared_digest
@@ -313,7 +313,7 @@ def test_a_process_killed_while_computing_an_entry_leaves_it_unlocked_and_whole(
     marker = tmp_path / "computing"
     holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, str(tmp_path), str(marker)],
                               stderr=subprocess.PIPE, text=True)
-    sigkill_once_marked(holder, marker, 60, "the holder starting to compute")
+    signal_once_marked(holder, marker, 60, "the holder starting to compute")
     key = refcache.make_key({"test": "killed holder"})
     counter = Counter(reference, REQUESTS)
     result = cached_reference(key, counter, tmp_path)  # would wait forever on a lock the dead process kept

@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 from fake_passes import write_tiny_suite
-from processes import process_alive, sigkill_once_marked
+from processes import process_alive, signal_once_marked
 
 from laya_opt.cli import main
 from laya_opt.runs import sweep as sweep_module
@@ -170,6 +172,28 @@ def test_a_trial_started_past_the_deadline_is_cut_before_any_weight_loads(tmp_pa
     assert not list((sweep.results_dir / TRIALS).iterdir())  # nothing published, no staging left
 
 
+def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path, base_file):
+    # The GPU study of 2026-12-06 overran its budget: a trial compiling on a cold GPU reached no check for minutes.
+    from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
+
+    marker = tmp_path / "waiting"
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
+    base_file.write_text(yaml.safe_dump(raw))
+    sweep = load_sweep(write_sweep(tmp_path, base_file))
+    trials = sweep.results_dir / TRIALS
+    started = time.monotonic()
+    payload = run_in_child(sweep, {"noisy_scorer.scale": 0.0}, 0, "t0", deadline=None, say=lambda m: None,
+                           digest=sweep_files_digest(sweep.source, sweep.base_path), trials_dir=trials,
+                           kill_at=time.time() + 3)
+    assert time.monotonic() - started < 60   # not the wait pass's 120 s
+    assert payload["cut"] and "reached no budget check" in payload["note"] and "passed" not in payload
+    if marker.exists():
+        assert not process_alive(int(marker.read_text()))
+    assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []
+    assert not (sweep.results_dir / "crashes").exists()
+
+
 def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_again(tmp_path, base_file, monkeypatch):
     marker = tmp_path / "waited"
     raw = yaml.safe_load(base_file.read_text())
@@ -206,6 +230,22 @@ def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_agai
     assert run_sweep(sweep, resume=True).rows == rows  # nothing left: the grid is done, nothing runs twice
 
 
+def test_tpe_sees_each_trials_gate_verdict_as_its_constraint(tmp_path, base_file):
+    import optuna
+
+    sweep = load_sweep(write_sweep(tmp_path, base_file, sampler={"kind": "tpe", "seed": 0}, budget={"trials": 3}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)   # optuna 5 deprecates constraints_func
+        rows = run_sweep(sweep).rows
+    frozen = {trial.number: trial for trial in open_study(sweep, create=False).get_trials()}
+    assert {row["settings"]["noisy_scorer.scale"] for row in rows} == {0.0, 5.0}
+    for row in rows:
+        constraint = 0.0 if row["passed"] else 1.0
+        assert frozen[row["number"]].user_attrs["constraint"] == [constraint]
+        if hasattr(optuna.trial.Trial, "set_constraint"):
+            assert frozen[row["number"]].constraints == {"gates": constraint}
+
+
 def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_path, base_file):
     marker = tmp_path / "waiting"
     raw = yaml.safe_load(base_file.read_text())
@@ -217,7 +257,7 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # killed inside the first trial's wait pass: its reference is done, nothing published
-    sigkill_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass")
+    signal_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass")
     # the trial ran in a child process of the sweep, which ends itself once the sweep is gone
     trial_pid, deadline = int(marker.read_text()), time.monotonic() + 10
     assert trial_pid != sweeping.pid
@@ -235,6 +275,27 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     assert sorted(row["settings"]["noisy_scorer.scale"] for row in outcome.rows[1:]) == [0.0, 5.0]
     left = sorted(p.name for p in (sweep.results_dir / TRIALS).iterdir())
     assert len(left) == 2 and not [name for name in left if name.startswith(".")]  # the killed staging is gone
+
+
+def test_a_sweep_terminated_mid_trial_exits_143_with_its_trial_ended_and_no_staging_left(tmp_path, base_file):
+    # The GPU study of 2026-12-06: `timeout` ended the sweep mid-trial, and the killed trial's staging directory
+    # was still there when the sweep had exited saying nothing half-written was left behind.
+    marker = tmp_path / "waiting"
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
+    base_file.write_text(yaml.safe_dump(raw))
+    path = write_sweep(tmp_path, base_file)
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
+    sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    code = signal_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass",
+                              signal.SIGTERM)
+    assert code == 143
+    assert not process_alive(int(marker.read_text()))   # ended by the sweep, not later by its watchdog
+    trials = load_sweep(path).results_dir / TRIALS
+    assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []
+    assert not [p for p in trials.parent.iterdir() if p.name.startswith(".trial-")]
 
 
 def test_a_trial_that_kills_its_process_is_recorded_as_crashed_and_the_sweep_goes_on(tmp_path, base_file):

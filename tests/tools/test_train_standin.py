@@ -348,11 +348,17 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert refused.value.code == 2 and (out / "model.safetensors").exists()
 
 
-def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(tmp_path, capsys):
+def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(tmp_path, capsys, monkeypatch):
     """--resume: the first call saves its state and no checkpoint, the same command continues it, and the
     weights equal those of one uninterrupted call (same batches, learning rates, AdamW moments and random key)."""
+    import train_standin
     from mlx.utils import tree_flatten
     from train_standin import main
+
+    lines = []   # (step, steps taken in this call) of each progress line
+    report = train_standin.report_progress
+    monkeypatch.setattr(train_standin, "report_progress",
+                        lambda step, *args: lines.append((step, args[-1])) or report(step, *args))
 
     from laya_opt.core.checkpoint import load_checkpoint
     cache, validation = tmp_path / "data.npz", _small_validation(tmp_path)
@@ -362,6 +368,7 @@ def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(
               "--validation-suite", validation, "--workers", "1"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert main([str(a) for a in ["--out", whole, *common]]) == 0
+    lines.clear()
     snapshot = tmp_path / "snapshot"
     resumable = [str(a) for a in ["--out", split, *common, "--resume", "--max-call-steps", "2",
                                   "--snapshot", snapshot]]
@@ -385,6 +392,9 @@ def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(
     assert metrics["calls"] == calls >= 2 and metrics["steps"] == whole_metrics["steps"]
     a, b = mx.load(str(whole / "model.safetensors")), mx.load(str(split / "model.safetensors"))
     assert a.keys() == b.keys() and all(mx.array_equal(a[k], b[k]).item() for k in a)
+    # a resumed call's rate counts its own steps (run 8's second call printed 248 steps/s from all of them)
+    resumed = [(step, here) for step, here in lines if step > 2]
+    assert resumed and all(here <= 2 for _, here in resumed)
 
 
 def test_resume_refuses_a_state_saved_with_other_settings(tmp_path, capsys):

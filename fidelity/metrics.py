@@ -30,6 +30,11 @@ LOGIT_METRICS = ("max_abs_dlogit", "kl_logits_max", "kl_logits_mean")
 # Set by the pipeline: for a pass that captures runtime parts (fidelity.capture_probe), and for an exact
 # pass that replaces kernels (fidelity.kernel_probe).
 PROBE_METRICS = ("capture_max_abs_dlogit", "kernel_rounding_error")
+# Set by the pipeline on every stage's incremental comparison: how much farther from the reference the stage's
+# answers sit than its parent's (its cumulative p99 and max |dp| minus the parent's). A kernel that rounds once
+# where the ops it replaces round after each step moves answers from its parent's by about what the cast to the
+# half dtype does, yet no farther from the float32 reference: these tell the two apart (fidelity.gates).
+REFERENCE_EXCESS_METRICS = ("ref_excess_p99_abs_dp", "ref_excess_max_abs_dp")
 LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
                  "ece_delta")
 PER_TYPE_METRICS = ("argmax_agreement", "max_abs_dp")
@@ -46,6 +51,7 @@ DECISION_METRICS = ("decision_changes", "near_ties", "right_to_wrong", "wrong_to
                     "near_tie_right_to_wrong", "near_tie_wrong_to_right", "mcnemar_p", "change_rate_upper")
 # Every name a gate may refer to; per-type entries are "<metric>.<type>".
 METRIC_NAMES = frozenset(DRIFT_METRICS + LOGIT_METRICS + PERCENTILE_METRICS + DECISION_METRICS + PROBE_METRICS
+                         + REFERENCE_EXCESS_METRICS
                          + ("deterministic",) + LABEL_METRICS
                          + tuple(f"{name}.{qtype}" for name in PER_TYPE_METRICS for qtype in QTYPES))
 
@@ -279,6 +285,16 @@ def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]
                        kl_logits_mean=_mean(kl), p99_abs_dlogit=_percentile([c.max_abs_dlogit for c in comparisons]),
                        p99_kl_logits=_percentile(kl))
     return metrics
+
+
+def reference_excess(stage: Mapping[str, float], parent: Mapping[str, float] | None) -> dict[str, float]:
+    """REFERENCE_EXCESS_METRICS from the cumulative metrics of a stage and of its parent (None: the parent is the
+    reference, at distance 0). A side without the metric gives NaN, which fails any gate on it."""
+    excess = {}
+    for name, base in zip(REFERENCE_EXCESS_METRICS, ("p99_abs_dp", "max_abs_dp")):
+        parent_value = 0.0 if parent is None else parent.get(base, math.nan)
+        excess[name] = float(stage.get(base, math.nan) - parent_value)
+    return excess
 
 
 def label_metrics(reference: Outputs, candidate: Outputs) -> dict[str, float]:

@@ -139,7 +139,36 @@ def abort_process(runtime, config, data):
 CRASH = PassSpec(name="crash", config_type=EmptyConfig, apply=abort_process, exact=True,
                  description="test: kills its process when applied", replaces=frozenset({"forward"}))
 
-PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT, GREEDY, CRASH)
+
+@dataclass(frozen=True)
+class RoundOnceConfig:
+    skew: float = 0.0   # the stack's output times (1 + skew): a kernel that is wrong, not just rounded otherwise
+
+
+def round_once(runtime, config, data):
+    """Every encoder layer in float32 from the half-precision weights, rounded once per layer
+    (benchmarks/drift_to_reference.py `float32_layers`: what a fused kernel that chains in float32 does)."""
+    from repo_scripts import load_script
+
+    child = load_script("benchmarks/drift_to_reference.py").float32_layers(runtime)
+    attention = runtime.kernels.self_attention   # the parent's, behind a new object: what the kernel probe checks
+    child = child.replace(kernels=dataclasses.replace(child.kernels, self_attention=lambda *a: attention(*a)))
+    if not config.skew:
+        return child, {}
+    stack = child.kernels.encoder_stack
+
+    def skewed(encoder, input_ids, attention_mask, kernels):
+        out = stack(encoder, input_ids, attention_mask, kernels)
+        return (out * (1.0 + config.skew)).astype(out.dtype)
+
+    return child.replace(kernels=dataclasses.replace(child.kernels, encoder_stack=skewed)), {}
+
+
+ROUND_ONCE = PassSpec(name="round_once", config_type=RoundOnceConfig, apply=round_once, exact=True,
+                      description="test: the encoder stack in float32, rounded once per layer",
+                      replaces=frozenset({"kernels"}), kernels=frozenset({"encoder_stack", "self_attention"}))
+
+PASSES = (NOISY, NOTE, REVERSE, SNEAKY, EXPLODE, CAPTURE, REPLACE_MODEL, BROKEN, WAIT, GREEDY, CRASH, ROUND_ONCE)
 
 
 # ----------------------------------------------------------------------------------------------- mutations

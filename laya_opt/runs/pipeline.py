@@ -28,7 +28,7 @@ from laya_opt.fidelity.rerun import DEFAULT_RERUN, check_rerun, rerun_check, rer
 from laya_opt.fidelity.decisions import compare
 from laya_opt.fidelity.gates import Gate, GateResult, GatesFile, check_gates, load_gates_file
 from laya_opt.fidelity.kernel_probe import kernel_rounding_error
-from laya_opt.fidelity.metrics import FidelityReport
+from laya_opt.fidelity.metrics import FidelityReport, reference_excess
 from laya_opt.suites.workloads import named_requests
 from laya_opt.passes.contract import (PassSpec, apply_pass, changed_parts, check_order, fingerprint_changes,
                                      runtime_fingerprint)
@@ -282,7 +282,11 @@ class Pipeline:
                     identity=child.identity, error=message, eval_path=path))
                 raise PipelineError(message, PipelineResult(tuple(stages), reference_outputs, None, planned))
             cumulative = compare(reference_outputs, outputs)
-            incremental = cumulative if current is reference else compare(current_outputs, outputs)
+            incremental = cumulative   # stage 0 compares with the reference once
+            if current is not reference:
+                incremental = compare(current_outputs, outputs)
+                incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **reference_excess(
+                    cumulative.metrics, stages[current_index].cumulative.metrics)})
             if probes:
                 incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **probes})
             incremental_gates, cumulative_gates = (

@@ -156,6 +156,31 @@ def test_a_capturing_pass_gets_a_capture_gate_as_tight_as_its_own_bound():
     assert "capture_max_abs_dlogit" not in {g.metric for g in cumulative}
 
 
+def test_a_half_precision_kernel_pass_is_judged_by_its_distance_to_the_reference():
+    exact = default_gates(True, "float16", "incremental", gates_file=SYNTHETIC)
+    kernel = default_gates(True, "float16", "incremental", replaces_kernels=True, gates_file=SYNTHETIC)
+    bound = _bound(exact)
+    by_metric = {gate.metric: gate for gate in kernel}
+    for metric in ("max_abs_dp", "max_abs_dlogit", "kl_logits_max"):   # drift from the parent: diagnostics
+        assert by_metric[metric].diagnostic and "distance to the reference" in by_metric[metric].derivation
+    for metric in ("ref_excess_p99_abs_dp", "ref_excess_max_abs_dp"):
+        assert not by_metric[metric].diagnostic and by_metric[metric].threshold == bound
+    assert not by_metric["decisive_flips"].diagnostic and by_metric["kernel_rounding_error"].metric
+    rounded = {**PASSING, "max_abs_dp": 10 * bound, "max_abs_dlogit": 1.0, "kl_logits_max": 1.0,
+               "ref_excess_p99_abs_dp": -bound, "ref_excess_max_abs_dp": 0.5 * bound, "kernel_rounding_error": 0.0}
+    assert all(result.passed for result in check_gates(rounded, kernel))   # rounds otherwise, no farther away
+    assert not all(result.passed for result in check_gates(rounded, exact))
+    farther = {**rounded, "ref_excess_max_abs_dp": 2 * bound}
+    assert [r.gate.metric for r in check_gates(farther, kernel) if not r.passed] == ["ref_excess_max_abs_dp"]
+    missing = {k: v for k, v in rounded.items() if k != "ref_excess_p99_abs_dp"}
+    assert [r.gate.metric for r in check_gates(missing, kernel) if not r.passed] == ["ref_excess_p99_abs_dp"]
+    # float32 kernels, and passes that replace no kernel, keep the exact gates
+    assert default_gates(True, "float32", "incremental", replaces_kernels=True, gates_file=SYNTHETIC) == \
+        SYNTHETIC.gates["float32"].exact_incremental
+    assert default_gates(True, "float16", "cumulative", replaces_kernels=True, gates_file=SYNTHETIC) == \
+        SYNTHETIC.gates["float16"].exact_cumulative
+
+
 def test_the_defaults_are_the_bundled_calibration_and_every_gate_says_why():
     bundled = load_gates_file("standin")
     assert load_gates_file(None) is bundled and set(bundled.gates) == {"float32", "float16", "bfloat16"}

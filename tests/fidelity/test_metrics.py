@@ -287,3 +287,15 @@ def test_decisive_flips_count_the_flips_outside_near_ties():
     metrics = compare(REFERENCE, CANDIDATE).metrics
     assert metrics["decisive_flips"] == 1.0 and metrics["near_tie_flips"] == 0.0  # the noul gap was 0.10
     assert compare(REFERENCE, REFERENCE).metrics["decisive_flips"] == 0.0
+
+
+def test_reference_excess_is_the_stage_drift_from_the_reference_beyond_its_parents():
+    from laya_opt.fidelity.metrics import reference_excess
+
+    stage, parent = {"p99_abs_dp": 0.003, "max_abs_dp": 0.005}, {"p99_abs_dp": 0.004, "max_abs_dp": 0.002}
+    excess = reference_excess(stage, parent)
+    assert excess["ref_excess_p99_abs_dp"] == pytest.approx(-0.001)
+    assert excess["ref_excess_max_abs_dp"] == pytest.approx(0.003)
+    assert reference_excess(stage, None) == {"ref_excess_p99_abs_dp": 0.003, "ref_excess_max_abs_dp": 0.005}
+    assert all(math.isnan(v) for v in reference_excess({}, parent).values())     # never passes by omission
+    assert all(math.isnan(v) for v in reference_excess(stage, {}).values())

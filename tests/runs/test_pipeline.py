@@ -5,11 +5,11 @@ import copy
 import dataclasses
 
 import pytest
-from fake_passes import (BROKEN, CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLACE_MODEL, REQUESTS, REVERSE, SNEAKY,
-                         NoiseConfig, mutating_spec, write_tiny_suite)
+from fake_passes import (BROKEN, CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLACE_MODEL, REQUESTS, REVERSE,
+                         ROUND_ONCE, SNEAKY, NoiseConfig, mutating_spec, write_tiny_suite)
 
 from laya_opt.util.errors import InputError
-from laya_opt.fidelity.gates import Gate
+from laya_opt.fidelity.gates import Gate, check_gates, load_gates_file
 from laya_opt.passes.contract import fingerprint_changes, runtime_fingerprint
 from laya_opt.runs.pipeline import Pipeline, PipelineError
 from laya_opt.runs.steps import GateSet, Step, merge_gates
@@ -52,6 +52,34 @@ def test_a_half_precision_baseline_casts_a_clone_and_leaves_the_reference(refere
     candidate = result.stages[0].runtime
     assert candidate.dtype.size == 2 and reference.dtype.size == 4 and not result.stages[0].exact
     assert candidate.model is not reference.model and candidate.model.scorer.layers[1].weight.dtype.size == 2
+
+
+def _float16_exact_bound(bound: float):
+    """The bundled gates with the float16 exact max |dp| bound set to `bound`."""
+    bundled = load_gates_file("standin")
+    table = bundled.gates["float16"]
+    gates = tuple(dataclasses.replace(gate, threshold=bound) if gate.metric == "max_abs_dp" else gate
+                  for gate in table.exact_incremental)
+    return dataclasses.replace(bundled, gates={**bundled.gates,
+                                               "float16": dataclasses.replace(table, exact_incremental=gates)})
+
+
+def test_a_kernel_that_rounds_once_is_judged_by_its_distance_to_the_reference(reference):
+    # Every encoder layer in float32, rounded once: about 4e-4 from its float16 parent on the tiny model, yet
+    # closer to the float32 reference. A bound of 1e-4 stands for the stand-in's float16 bound (9.8e-4), which
+    # the same change exceeds there (1.8e-3 from the parent on 24 `gate` requests, 1.6e-3 closer to float32).
+    gates_file = _float16_exact_bound(1e-4)
+    rounded = run([(ROUND_ONCE, {}, "reject")], reference, dtype="float16", gates_file=gates_file).stages[1]
+    metrics = rounded.incremental.metrics
+    assert rounded.verdict == "accepted", rounded.failed_gates
+    assert metrics["max_abs_dp"] > 1e-4 and metrics["ref_excess_max_abs_dp"] < 0 and metrics["decisive_flips"] == 0
+    exact = gates_file.gates["float16"].exact_incremental   # what judged it before: the drift from the parent
+    assert [r.gate.metric for r in check_gates(metrics, exact) if not r.passed] == ["max_abs_dp"]
+    # The same kernel 2% off: no decisive change either, but farther from the reference than its parent.
+    skewed = run([(ROUND_ONCE, {"skew": 0.02}, "reject")], reference, dtype="float16",
+                 gates_file=gates_file).stages[1]
+    assert skewed.verdict == "rejected" and skewed.incremental.metrics["decisive_flips"] == 0
+    assert failed_metrics(skewed) == {"ref_excess_p99_abs_dp", "ref_excess_max_abs_dp"}
 
 
 def test_corrupting_pass_is_rejected_and_the_run_continues_from_its_parent(reference):

@@ -12,8 +12,9 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
-#   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh study     (experiments/sweeps/gpu_stack.yaml;
-#      again with `study` in the next call of the lease: it resumes the study kept in /tmp/sweeps)
+#   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack")]  [MLX_USE_CUDA_GRAPHS=0] bash benchmarks/gpu_session.sh study
+#      (experiments/sweeps/gpu_stack.yaml; again with `study` in the next call of the lease: it resumes the study
+#      kept in /tmp/sweeps)
 #
 # Budget: upstream's compile backend warms up for 180-220 s at load inside each h2h call, and MLX
 # compiles each new shape's kernels once per machine (up to ~48 s cold), so a cold call leaves cells
@@ -87,8 +88,13 @@ case "$step" in
     left=$((585 - SECONDS))
     timeout $((left - 5)) python3 benchmarks/gpu_env_sweep.py --checkpoint "$ckpt" --out "$OUT/env_sweep_laya-large.json" \
       --budget-s $((left - 100)) 2>&1 | tail -40 ;;
-  study)  # the GPU sweep of the performance passes, its budget cut to what is left of this call
+  study)  # the GPU sweep of the performance passes, its budget cut to what is left of this call. MLX compiles each
+          # new shape's kernels once per machine (trial 0 of 2026-12-06 spent most of 6 minutes on it): the cache
+          # comes back as ptx_stack.tgz; kept as .mlx-wheels/ptx-stack/ptx.tgz and carried, it is unpacked first.
+          # MLX_USE_CUDA_GRAPHS=0 in front of the command avoids the CUDA graph fault (benchmarks/results/
+          # 2026-12-06-h100-gpu-stack-fault), at the graphs' cost on every trial alike.
     install
+    if [ -f .mlx-wheels/ptx-stack/ptx.tgz ]; then mkdir -p "$MLX_PTX_CACHE_DIR" && tar -C "$MLX_PTX_CACHE_DIR" -xzf .mlx-wheels/ptx-stack/ptx.tgz; fi
     [ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
       .whl/sweep/*.whl || exit 1
     resume=""; [ -f /tmp/sweeps/gpu_stack/study.journal ] && resume=--resume
@@ -101,7 +107,9 @@ case "$step" in
       $resume --quiet 2>&1 | tail -60)
     python3 -c "import mlx.core as mx, optuna; print('mlx', mx.__version__, 'optuna', optuna.__version__)" > /tmp/sweeps/versions.txt
     nvidia-smi --query-gpu=name,driver_version --format=csv >> /tmp/sweeps/versions.txt
-    tar -C /tmp/sweeps -czf "$OUT/sweep_gpu_stack.tgz" . ;;
+    echo "MLX_USE_CUDA_GRAPHS=${MLX_USE_CUDA_GRAPHS:-unset}" >> /tmp/sweeps/versions.txt
+    tar -C /tmp/sweeps -czf "$OUT/sweep_gpu_stack.tgz" .
+    tar -C "$MLX_PTX_CACHE_DIR" -czf "$OUT/ptx_stack.tgz" . ;;
   diag)  # 2026-12-06: head_prune_final's parameters one by one, its forward request by request, and why
           # fused_encoder is rejected on `gate`
     install

@@ -49,6 +49,22 @@ def write_sweep(tmp_path, base_file, **changes):
     return path
 
 
+def add_wait_pass(base_file: Path, marker: Path, seconds: float) -> dict:
+    """Append the `wait` test pass to the base experiment (it writes `marker`, then sleeps); returns the document."""
+    raw = yaml.safe_load(base_file.read_text())
+    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": seconds}})
+    base_file.write_text(yaml.safe_dump(raw))
+    return raw
+
+
+def start_sweep_process(path: Path) -> subprocess.Popen:
+    """`laya-opt sweep PATH --quiet` in a process of its own, with fake_passes (the base's plugin) importable."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def test_a_failing_trial_is_recorded_but_never_best_and_best_yaml_reproduces(tmp_path, base_file):
     sweep = load_sweep(write_sweep(tmp_path, base_file))
     outcome = run_sweep(sweep)
@@ -177,9 +193,7 @@ def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path
     from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
 
     marker = tmp_path / "waiting"
-    raw = yaml.safe_load(base_file.read_text())
-    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
-    base_file.write_text(yaml.safe_dump(raw))
+    add_wait_pass(base_file, marker, 120.0)
     sweep = load_sweep(write_sweep(tmp_path, base_file))
     trials = sweep.results_dir / TRIALS
     started = time.monotonic()
@@ -196,9 +210,7 @@ def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path
 
 def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_again(tmp_path, base_file, monkeypatch):
     marker = tmp_path / "waited"
-    raw = yaml.safe_load(base_file.read_text())
-    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 0.0}})
-    base_file.write_text(yaml.safe_dump(raw))
+    add_wait_pass(base_file, marker, 0.0)
     space = {"noisy_scorer.scale": {"type": "categorical", "choices": [5.0, 0.0]}}
     path = write_sweep(tmp_path, base_file, space=space, budget={"trials": 4, "minutes": 10})
     start = time.time()
@@ -248,14 +260,9 @@ def test_tpe_sees_each_trials_gate_verdict_as_its_constraint(tmp_path, base_file
 
 def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_path, base_file):
     marker = tmp_path / "waiting"
-    raw = yaml.safe_load(base_file.read_text())
-    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
-    base_file.write_text(yaml.safe_dump(raw))
+    raw = add_wait_pass(base_file, marker, 120.0)
     path = write_sweep(tmp_path, base_file)
-    tests_dir = str(Path(__file__).resolve().parents[1])  # fake_passes, the plugin the base experiment names
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
-    sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sweeping = start_sweep_process(path)
     # killed inside the first trial's wait pass: its reference is done, nothing published
     signal_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass")
     # the trial ran in a child process of the sweep, which ends itself once the sweep is gone
@@ -281,15 +288,9 @@ def test_a_sweep_terminated_mid_trial_exits_143_with_its_trial_ended_and_no_stag
     # The GPU study of 2026-12-06: `timeout` ended the sweep mid-trial, and the killed trial's staging directory
     # was still there when the sweep had exited saying nothing half-written was left behind.
     marker = tmp_path / "waiting"
-    raw = yaml.safe_load(base_file.read_text())
-    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}})
-    base_file.write_text(yaml.safe_dump(raw))
+    add_wait_pass(base_file, marker, 120.0)
     path = write_sweep(tmp_path, base_file)
-    tests_dir = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}
-    sweeping = subprocess.Popen([sys.executable, "-m", "laya_opt.cli", "sweep", str(path), "--quiet"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    code = signal_once_marked(sweeping, marker, 120, "the sweep reaching its first trial's wait pass",
+    code = signal_once_marked(start_sweep_process(path), marker, 120, "the sweep reaching its first trial's wait pass",
                               signal.SIGTERM)
     assert code == 143
     assert not process_alive(int(marker.read_text()))   # ended by the sweep, not later by its watchdog

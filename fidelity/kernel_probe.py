@@ -99,11 +99,16 @@ def rounding_error(candidate: mx.array, reference: mx.array, rows: np.ndarray) -
 
 def kernel_rounding_error(parent: Runtime, child: Runtime, requests: Sequence[EvalRequest]) -> float | None:
     """The largest error of the child's replaced kernels vs the parent's, in rounding units per rounding step
-    (`ROUNDING_STEPS`, 1 for a single-step kernel); None if none changed."""
-    fields = [name for name in kernel_fields(parent.kernels) if name not in COMPOSITE_KERNELS
-              and getattr(child.kernels, name) is not getattr(parent.kernels, name)]
-    if not fields or child.model is not parent.model or not requests:
+    (`ROUNDING_STEPS`, 1 for a single-step kernel); None if none changed (or the model did: nothing comparable).
+    0.0 when only kernels judged elsewhere changed (COMPOSITE_KERNELS, masks): the gate on this metric must not
+    fail such a pass by omission."""
+    changed = [name for name in kernel_fields(parent.kernels)
+               if getattr(child.kernels, name) is not getattr(parent.kernels, name)]
+    if not changed or child.model is not parent.model or not requests:
         return None
+    fields = [name for name in changed if name not in COMPOSITE_KERNELS]
+    if not fields:
+        return 0.0
     worst = 0.0
     for name, calls in recorded_inputs(parent, longest_requests(parent, requests, PROBE_REQUESTS), fields).items():
         replaced, replacement = getattr(parent.kernels, name), getattr(child.kernels, name)

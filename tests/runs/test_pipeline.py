@@ -73,6 +73,7 @@ def test_a_kernel_that_rounds_once_is_judged_by_its_distance_to_the_reference(re
     metrics = rounded.incremental.metrics
     assert rounded.verdict == "accepted", rounded.failed_gates
     assert metrics["max_abs_dp"] > 1e-4 and metrics["ref_excess_max_abs_dp"] < 0 and metrics["decisive_flips"] == 0
+    assert metrics["kernel_rounding_error"] == 0.0   # the encoder stack alone: judged end to end, not probed
     exact = gates_file.gates["float16"].exact_incremental   # what judged it before: the drift from the parent
     assert [r.gate.metric for r in check_gates(metrics, exact) if not r.passed] == ["max_abs_dp"]
     # The same kernel 2% off: no decisive change either, but farther from the reference than its parent.

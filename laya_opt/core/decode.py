@@ -150,7 +150,7 @@ def _action_row(action_row: Any, qid: Any = None) -> np.ndarray:
     return row
 
 
-def _probability_rows(type_name: str, logits: np.ndarray, calibration: Calibration) -> np.ndarray:
+def probability_rows(type_name: str, logits: np.ndarray, calibration: Calibration) -> np.ndarray:
     """Calibrated float32 probabilities of [n, k] logits of one type and option count."""
     temperature = temperature_for(calibration, type_name, logits.shape[1])
     return _softmax_rows(logits / np.float32(max(MIN_DIVISOR, temperature)))
@@ -159,7 +159,7 @@ def _probability_rows(type_name: str, logits: np.ndarray, calibration: Calibrati
 def answer_probabilities(prepared: PreparedQuestion, logits_row: Any, calibration: Calibration) -> np.ndarray:
     """Calibrated option probabilities, un-rounded: the float32 softmax widened exactly to float64."""
     logits = _real_logits(prepared, logits_row)[None]
-    return _probability_rows(prepared.type_name, logits, calibration)[0].astype(np.float64)
+    return probability_rows(prepared.type_name, logits, calibration)[0].astype(np.float64)
 
 
 def act_probability(action_row: Any, qid: Any = None) -> float:
@@ -199,7 +199,7 @@ class _Group:
 
 
 def _group_results(type_name: str, logits: np.ndarray, actions: np.ndarray, calibration: Calibration) -> _Group:
-    p = _probability_rows(type_name, logits, calibration)
+    p = probability_rows(type_name, logits, calibration)
     if type_name == "noul":
         confidence = np.maximum(p[:, 1], np.float32(1.0) - p[:, 1])
     else:

@@ -112,7 +112,9 @@ class WaitConfig:
 def wait(runtime, config, data):
     """Writes `marker` (the id of the process applying it), then sleeps: a run to interrupt while it has work in
     progress."""
-    Path(config.marker).write_text(str(os.getpid()))
+    marker = Path(config.marker)   # written whole, then renamed: a waiter never reads it half-written
+    marker.with_name(marker.name + ".tmp").write_text(str(os.getpid()))
+    marker.with_name(marker.name + ".tmp").replace(marker)
     time.sleep(config.seconds)
     return runtime, {}
 

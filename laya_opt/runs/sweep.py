@@ -484,7 +484,9 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
         elif isolate:
             payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
                                    say=say, digest=digest, trials_dir=sweep.results_dir / TRIALS,
-                                   kill_at=None if deadline is None else deadline + CUT_GRACE_S)
+                                   kill_at=None if deadline is None else deadline + CUT_GRACE_S,
+                                   cut=cut_payload(sweep, "; its process was killed, having reached no budget "
+                                                          "check since the deadline"))
         else:
             payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
         note_payload(trial, payload)

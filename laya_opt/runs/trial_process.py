@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from laya_opt.runs.sweep import cut_payload
 from laya_opt.util import staging
 
 CRASHES = "crashes"
@@ -68,11 +67,12 @@ def sweep_files_digest(source: Path, base: Path) -> str:
 
 
 def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, deadline: float | None,
-                 say: Callable[[str], None], digest: str, trials_dir: Path, kill_at: float | None = None) -> dict:
+                 say: Callable[[str], None], digest: str, trials_dir: Path, kill_at: float | None = None,
+                 cut: Mapping[str, Any] | None = None) -> dict:
     """`sweep.execute_trial(sweep, settings, number, deadline=deadline)` in a child process; see the module.
     `digest`: `sweep_files_digest` of the sweep's files when the sweep read them; `trials_dir`: where the trial
-    publishes its run (and stages it); `kill_at` (wall-clock seconds): a child still running then is killed and
-    the trial is cut (`cut_payload`), for a child that reaches none of the deadline's checks in time."""
+    publishes its run (and stages it); `kill_at` (wall-clock seconds): a child still running then is killed, for
+    a child that reaches none of the deadline's checks in time, and `cut` (the sweep's cut payload) returned."""
     sweep.results_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".trial-", dir=sweep.results_dir) as work:
         job, result, stderr_path = Path(work) / "job.json", Path(work) / "payload.json", Path(work) / "stderr.log"
@@ -102,7 +102,7 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
             return json.loads(result.read_text(encoding="utf-8"))
         if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
             _remove_dead_staging(trials_dir)
-            return cut_payload(sweep, "; its process was killed, having reached no budget check since the deadline")
+            return dict(cut or {"cut": True})
         log = sweep.results_dir / CRASHES / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
         stderr_path.replace(log)

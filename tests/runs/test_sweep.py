@@ -199,9 +199,9 @@ def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path
     started = time.monotonic()
     payload = run_in_child(sweep, {"noisy_scorer.scale": 0.0}, 0, "t0", deadline=None, say=lambda m: None,
                            digest=sweep_files_digest(sweep.source, sweep.base_path), trials_dir=trials,
-                           kill_at=time.time() + 3)
+                           kill_at=time.time() + 3, cut=sweep_module.cut_payload(sweep, "; killed"))
     assert time.monotonic() - started < 60   # not the wait pass's 120 s
-    assert payload["cut"] and "reached no budget check" in payload["note"] and "passed" not in payload
+    assert payload == sweep_module.cut_payload(sweep, "; killed") and "cut by the budget" in payload["note"]
     if marker.exists():
         assert not process_alive(int(marker.read_text()))
     assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []

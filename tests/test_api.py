@@ -58,7 +58,8 @@ def test_apply_by_config_name_or_spec_gives_the_same_runtime(tiny_checkpoint_dir
 def test_load_and_load_suite_name_what_is_missing(tmp_path):
     with pytest.raises(lo.CheckpointError, match="never downloads"):
         lo.load(tmp_path / "none")
-    with pytest.raises(InputError, match="suite 'nope' not found .*bundled suites: calib, duplicated, freeform, gate, heldout"):
+    with pytest.raises(InputError,
+                       match="suite 'nope' not found .*bundled suites: calib, duplicated, freeform, gate, heldout"):
         lo.load_suite("nope")
     assert lo.load_suite("smoke").name == "smoke"
 

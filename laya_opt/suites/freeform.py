@@ -23,31 +23,31 @@ NAME = "freeform"
 DESCRIPTION = ("Hand-written free-form support tickets (en, de, fr, es) with the README's three questions: "
                "department, urgency, call back. Reported, never tuned on.")
 
+DEPARTMENTS = ("billing", "account", "shipping")
+
+
+def _questions(department: str, descriptions: tuple[str, str, str], urgency: str, levels: list[str],
+               callback: str) -> dict:
+    """The README's three questions in one language: department (choice), urgency (score), call back (noul)."""
+    return {"department": {"type": "choice", "instructions": department,
+                           "criteria": dict(zip(DEPARTMENTS, descriptions))},
+            "urgency": {"type": "score", "instructions": urgency, "criteria": levels},
+            "callback": {"type": "noul", "instructions": callback}}
+
+
 QUESTIONS = {
-    "en": {"department": {"type": "choice", "instructions": "Which team should handle this ticket?",
-                          "criteria": {"billing": "invoice, payment", "account": "password, login",
-                                       "shipping": "delivery, courier"}},
-           "urgency": {"type": "score", "instructions": "How urgent is this?",
-                       "criteria": ["minor", "serious", "critical"]},
-           "callback": {"type": "noul", "instructions": "The customer wants a call back."}},
-    "de": {"department": {"type": "choice", "instructions": "Welches Team soll dieses Ticket bearbeiten?",
-                          "criteria": {"billing": "Rechnung, Zahlung", "account": "Passwort, Anmeldung",
-                                       "shipping": "Lieferung, Kurier"}},
-           "urgency": {"type": "score", "instructions": "Wie dringend ist das?",
-                       "criteria": ["geringfügig", "ernst", "kritisch"]},
-           "callback": {"type": "noul", "instructions": "Der Kunde möchte einen Rückruf."}},
-    "fr": {"department": {"type": "choice", "instructions": "Quelle équipe doit traiter ce ticket ?",
-                          "criteria": {"billing": "facture, paiement", "account": "mot de passe, connexion",
-                                       "shipping": "livraison, transporteur"}},
-           "urgency": {"type": "score", "instructions": "Quelle est l'urgence ?",
-                       "criteria": ["mineure", "sérieuse", "critique"]},
-           "callback": {"type": "noul", "instructions": "Le client souhaite être rappelé."}},
-    "es": {"department": {"type": "choice", "instructions": "¿Qué equipo debe atender este ticket?",
-                          "criteria": {"billing": "factura, pago", "account": "contraseña, acceso",
-                                       "shipping": "entrega, mensajero"}},
-           "urgency": {"type": "score", "instructions": "¿Qué tan urgente es?",
-                       "criteria": ["menor", "grave", "crítico"]},
-           "callback": {"type": "noul", "instructions": "El cliente quiere que le devuelvan la llamada."}},
+    "en": _questions("Which team should handle this ticket?", ("invoice, payment", "password, login",
+                     "delivery, courier"), "How urgent is this?", ["minor", "serious", "critical"],
+                     "The customer wants a call back."),
+    "de": _questions("Welches Team soll dieses Ticket bearbeiten?", ("Rechnung, Zahlung", "Passwort, Anmeldung",
+                     "Lieferung, Kurier"), "Wie dringend ist das?", ["geringfügig", "ernst", "kritisch"],
+                     "Der Kunde möchte einen Rückruf."),
+    "fr": _questions("Quelle équipe doit traiter ce ticket ?", ("facture, paiement", "mot de passe, connexion",
+                     "livraison, transporteur"), "Quelle est l'urgence ?", ["mineure", "sérieuse", "critique"],
+                     "Le client souhaite être rappelé."),
+    "es": _questions("¿Qué equipo debe atender este ticket?", ("factura, pago", "contraseña, acceso",
+                     "entrega, mensajero"), "¿Qué tan urgente es?", ["menor", "grave", "crítico"],
+                     "El cliente quiere que le devuelvan la llamada."),
 }
 
 # (language, ticket, department, urgency 0-2, wants a call back)

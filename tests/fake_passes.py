@@ -15,6 +15,7 @@ from laya_opt.suites.suite_file import QuestionTag, SuiteRecord, dump_suite
 from laya_opt.passes.contract import PassSpec
 from laya_opt.core.runtime import clone_model
 from laya_opt.core.tokens import TextCodec
+from laya_opt.util.staging import replace_file
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,8 @@ class WaitConfig:
 def wait(runtime, config, data):
     """Writes `marker` (the id of the process applying it), then sleeps: a run to interrupt while it has work in
     progress."""
-    marker = Path(config.marker)   # written whole, then renamed: a waiter never reads it half-written
-    marker.with_name(marker.name + ".tmp").write_text(str(os.getpid()))
-    marker.with_name(marker.name + ".tmp").replace(marker)
+    # written whole, then renamed: a waiter never reads it half-written
+    replace_file(Path(config.marker), lambda partial: partial.write_text(str(os.getpid())))
     time.sleep(config.seconds)
     return runtime, {}
 

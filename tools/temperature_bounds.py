@@ -44,12 +44,12 @@ ROUNDS = 3
 class Answer:
     type_name: str
     logits: np.ndarray   # float32 [k]
-    label: int
+    correct: bool        # no temperature moves the argmax
 
 
 def suite_answers(runtime, name: str) -> list[Answer]:
     outputs = evaluate(runtime, suite_requests([load_suite(suite_path(name, "--suite"))]))
-    answers = [Answer(q.type_name, np.asarray(q.logits, np.float32), q.label_index) for q in outputs.questions
+    answers = [Answer(q.type_name, np.asarray(q.logits, np.float32), q.correct) for q in outputs.questions
                if q.label_index is not None]
     if not answers:
         raise InputError(f"--suite {name}: no labelled question, so no calibration error to measure")
@@ -58,8 +58,7 @@ def suite_answers(runtime, name: str) -> list[Answer]:
 
 def suite_ece(answers: list[Answer], calibration: Calibration) -> float:
     confidence = [float(probability_rows(a.type_name, a.logits[None], calibration)[0].max()) for a in answers]
-    correct = [int(np.argmax(a.logits)) == a.label for a in answers]
-    return ece(confidence, correct)
+    return ece(confidence, [a.correct for a in answers])
 
 
 def table(temperatures: dict[str, float]) -> Calibration:
@@ -89,8 +88,13 @@ def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
            own: Calibration) -> list[dict]:
     """One row per temperature table: its name, the table, and the ECE on every suite."""
     everything = [a for name in (fit_suite, *targets) for a in answers[name]]
-    on_fit = lambda calibration: suite_ece(answers[fit_suite], calibration)  # noqa: E731
-    worst = lambda calibration: max(suite_ece(answers[n], calibration) for n in targets)  # noqa: E731
+
+    def on_fit(calibration: Calibration) -> float:
+        return suite_ece(answers[fit_suite], calibration)
+
+    def worst(calibration: Calibration) -> float:
+        return max(suite_ece(answers[name], calibration) for name in targets)
+
     plans = [("T = 1", {}), ("the checkpoint's", None)]
     for by_bucket, shape in ((False, "per type"), (True, "per type and bucket")):
         keys = keys_of(everything, by_bucket)

@@ -791,11 +791,10 @@ def main(argv=None) -> int:
     step, recent, pending, stopped_early = 0, [], [], False
     best = Best() if args.keep_best else None
 
-    def progress_line(since: float, first_step: int = 0) -> None:
-        """The progress line of the current step (`since`: when `first_step` was taken, for the rate); under
-        --keep-best its weights may become the kept ones."""
-        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since,
-                                   step - first_step)
+    def progress_line(since: float, steps_since: int) -> None:
+        """The progress line of the current step (`steps_since`: the steps taken since `since`, for the rate);
+        under --keep-best its weights may become the kept ones."""
+        accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since, steps_since)
         if best is not None:
             best.consider(step, accuracy, model)
 
@@ -805,7 +804,7 @@ def main(argv=None) -> int:
             mx.eval(state, recent[-1])
             step += 1
             if step % args.eval_every == 0:
-                progress_line(compiling)
+                progress_line(compiling, step)
                 recent = []
     print(f"compiled the step for {step} banks in {time.time() - compiling:.1f}s", flush=True)
     batches, prior_seconds, calls = 0, 0.0, 1
@@ -818,7 +817,7 @@ def main(argv=None) -> int:
         if args.keep_best:   # the compiling steps' evaluations were of weights the state replaced
             best = Best(**meta["best"], weights=meta["best_weights"]) if meta["best"] else Best()
     plan = batch_plan(sizes, args.batch_size, args.seed, skip=batches)
-    start, first_step = batches, step   # a resumed call's rate counts its own steps only
+    start = batches   # a resumed call's rate counts its own steps only (batches - start)
     train_started = time.time()
     # The schedule runs over --steps and --max-train-seconds (the training time of all calls together
     # under --resume); --max-total-seconds bounds this call. Without --resume a call is the whole run,
@@ -853,12 +852,12 @@ def main(argv=None) -> int:
             mx.eval(pending.pop(0))
         step, batches = step + 1, batches + 1
         if step % args.eval_every == 0:
-            progress_line(train_started, first_step)
+            progress_line(train_started, batches - start)
             recent = []
     mx.eval(state)
     train_seconds = prior_seconds + time.time() - train_started   # the progress line below is not training
     if recent:
-        progress_line(train_started, first_step)
+        progress_line(train_started, batches - start)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
         save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best)
         if args.snapshot:

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from laya_opt.runs.sweep import execute_trial
     from laya_opt.runs.sweep_file import load_sweep
     from laya_opt.runs.trial_process import sweep_files_digest
+    from laya_opt.util.staging import replace_file
 
     spec = json.loads(job.read_text(encoding="utf-8"))
     sweep = load_sweep(spec["source"])
@@ -42,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     payload = execute_trial(sweep, spec["settings"], spec["number"], deadline=spec["deadline"],
                             say=lambda message: print(message, flush=True))
-    partial = result.with_name(result.name + ".partial")
-    partial.write_text(json.dumps(payload), encoding="utf-8")
-    partial.replace(result)   # the parent reads a whole payload or none
+    # the parent reads a whole payload or none
+    replace_file(result, lambda partial: partial.write_text(json.dumps(payload), encoding="utf-8"))
     return 0
 
 

@@ -399,7 +399,7 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
                "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
-               "keep_best", "training_paraphrases", "max_len", "head_max_len")
+               "keep_best", "training_paraphrases", "varied_topics", "max_len", "head_max_len")
 
 
 def state_dir(out: Path) -> Path:
@@ -590,17 +590,18 @@ def _prepare_chunk(records):
 def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
-    sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py")
+    sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py",
+               "topic_frames.py")
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
-                    paraphrased=args.training_paraphrases,
+                    paraphrased=args.training_paraphrases, varied_topics=args.varied_topics,
                     generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
         return cached
     n_hard = round(args.hard_fraction * args.train_records)
     records = generate_hard("train_paraphrased" if args.training_paraphrases else "train", n_hard, args.seed)
-    for record in iter_training_records(args.seed):
+    for record in iter_training_records(args.seed, varied_topics=args.varied_topics):
         if len(records) >= args.train_records:
             break
         records.append(record)
@@ -648,6 +649,9 @@ def main(argv=None) -> int:
     parser.add_argument("--training-paraphrases", action="store_true",
                         help="hard-case noul questions state their fact in the training paraphrases "
                              "(paraphrases._TRAINING, split train_paraphrased) instead of the lexicon's sentence")
+    parser.add_argument("--varied-topics", action="store_true",
+                        help="standard training states also state topics, urgencies and moods in the frames of "
+                             "laya_opt.suites.synthetic.topic_frames (cue words among other words)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
     parser.add_argument("--warmup", type=float, default=0.05, help="share of training spent warming up the lr")
@@ -886,6 +890,7 @@ def main(argv=None) -> int:
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
                                "hard_fraction": args.hard_fraction, "label_smoothing": args.label_smoothing,
                                "training_paraphrases": args.training_paraphrases,
+                               "varied_topics": args.varied_topics,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -908,9 +913,9 @@ def main(argv=None) -> int:
         "calib_suite": args.calib_suite, "batch_size": args.batch_size, "train_questions": len(train),
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
-        "training_paraphrases": args.training_paraphrases, "label_smoothing": args.label_smoothing,
-        "warmup": args.warmup, "multiple": args.multiple, "max_len": agent.max_len,
-        "head_max_len": agent.head_max_len,
+        "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
+        "label_smoothing": args.label_smoothing, "warmup": args.warmup, "multiple": args.multiple,
+        "max_len": agent.max_len, "head_max_len": agent.head_max_len,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1), "calls": calls,

@@ -317,14 +317,19 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     splits = []
     real = train_standin.generate_hard
     monkeypatch.setattr(train_standin, "generate_hard", lambda split, *rest: splits.append(split) or real(split, *rest))
+    varied = []
+    real_records = train_standin.iter_training_records
+    monkeypatch.setattr(train_standin, "iter_training_records",
+                        lambda seed, varied_topics: varied.append(varied_topics) or real_records(seed, varied_topics))
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
     validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--hard-fraction", "0.25", "--training-paraphrases", "--eval-every", "2", "--max-len", "320",
-            "--head-max-len", "112", *suites, *validation]
+            "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--eval-every", "2",
+            "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
+    assert varied == [True]                  # the standard records state their topics in the varied frames
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
     assert "held-out accuracy" in printed and "lexical baseline" in printed
@@ -336,7 +341,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
         assert 256 < int(np.diff(data["offsets"]).max()) <= 320
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
-    assert metrics["training_paraphrases"] is True
+    assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()

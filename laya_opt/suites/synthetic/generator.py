@@ -25,6 +25,7 @@ from laya_opt.core.prompt import validate_question
 
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TemplateGroup, templates_for
+from laya_opt.suites.synthetic.topic_frames import varied_group
 
 SPLITS = ("train", "calib", "heldout", "validation")
 KINDS = ("ticket", "email", "chat", "json", "log")
@@ -353,9 +354,10 @@ def build_state(rng: random.Random, tg: TemplateGroup, lang: str, kind: str, dec
 
 # --- Records -------------------------------------------------------------------------------------------
 
-def _make_record(rng: random.Random, split: str, rid: str) -> tuple[SuiteRecord, tuple[str, ...]]:
-    """One record plus its decisive sentences (for truncation checks in tests)."""
-    tg = templates_for(split)
+def _make_record(rng: random.Random, split: str, rid: str,
+                 tg: TemplateGroup | None = None) -> tuple[SuiteRecord, tuple[str, ...]]:
+    """One record plus its decisive sentences (for truncation checks in tests); `tg` overrides the split's."""
+    tg = tg or templates_for(split)
     lang = rng.choice(lx.LANGUAGES)
     kind = _weighted(rng, KINDS, _KIND_WEIGHTS)
     length = _weighted(rng, _LENGTH_WEIGHTS, _LENGTH_WEIGHTS.values())
@@ -392,10 +394,10 @@ def _make_record(rng: random.Random, split: str, rid: str) -> tuple[SuiteRecord,
     return SuiteRecord(rid, state, questions, labels, tags), cues
 
 
-def _stream(split: str, seed: int) -> Iterator[tuple[SuiteRecord, tuple[str, ...]]]:
+def _stream(split: str, seed: int, tg: TemplateGroup | None = None) -> Iterator[tuple[SuiteRecord, tuple[str, ...]]]:
     rng = _rng(split, seed)
     for i in itertools.count():
-        yield _make_record(rng, split, f"{split}-{i:05d}")
+        yield _make_record(rng, split, f"{split}-{i:05d}", tg)
 
 
 def generate(split: str, n_records: int, seed: int) -> list[SuiteRecord]:
@@ -411,7 +413,11 @@ def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
         yield record
 
 
-def iter_training_records(seed: int) -> Iterator[SuiteRecord]:
-    """Endless stream of `train` records; its first n equal `generate("train", n, seed)`."""
-    for record, _ in _stream("train", seed):
+def iter_training_records(seed: int, varied_topics: bool = False) -> Iterator[SuiteRecord]:
+    """Endless stream of `train` records; its first n equal `generate("train", n, seed)`.
+
+    varied_topics: state topics, urgencies and moods also in `topic_frames.FRAMES` (a different stream).
+    """
+    tg = varied_group(templates_for("train")) if varied_topics else None
+    for record, _ in _stream("train", seed, tg):
         yield record

@@ -1,0 +1,67 @@
+"""More ways to state a topic, an urgency or a mood in training states (train_standin.py --varied-topics).
+
+The training templates state each of these in three fixed sentences per language ("I have a problem
+related to {kw}.", "Priority: {t}."). A model trained on them alone learns the frame as much as the cue:
+run 8 of the stand-in answered `billing` to hand-written tickets whose cue word sat in a sentence of
+their own (the `freeform` suite, checkpoints/laya-tiny/TRAINING.md). These frames put the cue in other
+positions and among other words, so the cue has to carry the answer.
+
+Training only: `varied_group` widens the `train` template group's slot tables with them, and no suite
+draws from it. tests/suites/test_topic_frames.py checks that no frame repeats a held-out or validation
+template and that no frame holds a cue or scale term of its own (it would change the answer).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from laya_opt.suites.synthetic.templates import TemplateGroup, _table
+
+FRAMES = {
+    "department": _table("""
+en=I am writing because of the {kw}.|The {kw} has been a headache since Monday.|Can someone look into the {kw} for me?|We ran into trouble with {kw} again this week.|{kw} is why I am getting in touch.|Still no progress on the {kw} side.|Quick question about {kw}.|Something is off with the {kw}.|My colleague told me to contact you about {kw}.|Nobody has answered me about the {kw} yet.|It's the {kw} thing again, same as last month.|Please help me sort out the {kw}.|This is about {kw}, nothing else.|Last week the {kw} went wrong and it still is.
+de=Ich melde mich wegen {kw}.|Seit Montag gibt es Ärger mit {kw}.|Kann sich jemand um {kw} kümmern?|Beim Thema {kw} geht es nicht voran.|Kurze Frage zu {kw}.|Mit {kw} stimmt etwas nicht.|Ein Kollege meinte, ich soll mich wegen {kw} bei Ihnen melden.|Zu {kw} hat mir noch niemand geantwortet.|Es geht schon wieder um {kw}.|Bitte helfen Sie mir bei {kw}.|{kw} – deshalb schreibe ich.|Letzte Woche ging bei {kw} etwas schief.
+fr=Je vous contacte à cause de {kw}.|Depuis lundi, {kw} nous pose souci.|Quelqu'un peut-il regarder {kw} ?|Aucun progrès côté {kw}.|Petite question sur {kw}.|Quelque chose ne va pas avec {kw}.|Un collègue m'a dit de vous écrire pour {kw}.|Personne ne m'a répondu concernant {kw}.|Encore une fois, c'est {kw}.|Merci de m'aider avec {kw}.|{kw} : voilà pourquoi je vous écris.|La semaine dernière, {kw} a mal tourné.
+es=Les escribo por {kw}.|Desde el lunes tenemos líos con {kw}.|¿Alguien puede revisar lo de {kw}?|No hay avances con {kw}.|Una pregunta rápida sobre {kw}.|Algo no va bien con {kw}.|Un compañero me dijo que les escribiera por {kw}.|Nadie me ha contestado sobre {kw}.|Otra vez es lo de {kw}.|Ayúdenme con {kw}, por favor.|{kw}: por eso les escribo.|La semana pasada algo falló con {kw}.
+ru=Пишу насчёт: {kw}.|Снова неприятности, тема — {kw}.|Кто-нибудь может разобраться: {kw}?|Коллега посоветовал написать вам, тема — {kw}.|Всё дело вот в чём: {kw}.|Ответа так и нет, вопрос — {kw}.
+zh=我写信是因为{kw}的事。|{kw}这边一直没有进展。|能不能帮我看看{kw}？|又是{kw}的事情。|同事让我就{kw}联系你们。|关于{kw}，想简单问一下。
+ja={kw}の件で連絡しました。|{kw}がまたうまくいきません。|{kw}について誰か確認してもらえますか？|同僚に{kw}のことはこちらに聞くよう言われました。|{kw}の件、まだ返事がありません。|また{kw}の話です。
+hi=मैं {kw} की वजह से लिख रहा हूँ।|{kw} को लेकर फिर परेशानी है।|क्या कोई {kw} देख सकता है?|{kw} पर अभी तक कोई जवाब नहीं मिला।|सहकर्मी ने कहा कि {kw} के लिए आपसे संपर्क करूँ।|फिर से {kw} का मामला है।
+""", "varied/department"),
+    "product": _table("""
+en=My {kw} stopped working yesterday.|The {kw} I bought last month keeps turning off.|Since the update my {kw} behaves strangely.|I use the {kw} every day for work.|The new {kw} makes a strange noise.|I got this {kw} as a gift and it will not turn on.|Something is wrong with my {kw}.|Can you help with the {kw}?
+de=Mein Gerät ({kw}) geht seit gestern nicht mehr.|Seit dem Update spinnt {kw}.|Ich nutze {kw} jeden Tag bei der Arbeit.|Das neue Gerät, {kw}, macht ein seltsames Geräusch.|Ich habe {kw} geschenkt bekommen und es geht nicht an.
+fr=Mon appareil ({kw}) ne marche plus depuis hier.|Depuis la mise à jour, {kw} fait n'importe quoi.|J'utilise {kw} tous les jours au travail.|Le nouvel appareil, {kw}, fait un bruit bizarre.|On m'a offert {kw} et il ne s'allume pas.
+es=Mi aparato ({kw}) dejó de funcionar ayer.|Desde la actualización, {kw} va fatal.|Uso {kw} a diario para trabajar.|El aparato nuevo, {kw}, hace un ruido raro.|Me regalaron {kw} y no enciende.
+ru=Мой {kw} вчера перестал работать.|После обновления {kw} ведёт себя странно.|Каждый день работаю с ним: {kw}.
+zh=我的{kw}昨天突然不动了。|更新以后{kw}就不太正常。|我每天上班都要用{kw}。
+ja=昨日から{kw}が動きません。|アップデート後、{kw}の調子が変です。|{kw}を毎日仕事で使っています。
+hi=मेरा {kw} कल से काम नहीं कर रहा।|अपडेट के बाद {kw} ठीक से नहीं चल रहा।|मैं रोज़ काम के लिए {kw} इस्तेमाल करता हूँ।
+""", "varied/product"),
+    "urgency": _table("""
+en=It is a {t} issue.|For us this is {t}.|I'd say the matter is {t}.|This feels {t} right now.|The situation is {t} at the moment.|We consider it {t}.
+de=Für uns ist das {t}.|Die Lage ist gerade {t}.|Ich finde das {t}.|Aus meiner Sicht: {t}.
+fr=Pour nous, c'est {t}.|La situation est {t} en ce moment.|Selon moi, c'est {t}.|Disons que c'est {t}.
+es=Para nosotros es {t}.|La situación ahora mismo es {t}.|En mi opinión, es {t}.|Digamos que es {t}.
+ru=Для нас это {t}.|Ситуация сейчас: {t}.|По-моему, это {t}.
+zh=对我们来说这是{t}的。|目前情况{t}。|在我看来，这{t}。
+ja=状況は{t}です。|私の感覚では{t}です。|正直に言うと{t}な件です。
+hi=हमारे लिए यह {t} है।|अभी हालत {t} है।|मेरी राय में यह {t} है।
+""", "varied/urgency"),
+    "mood": _table("""
+en=I am really {t} right now.|To be frank, we are {t}.|Everyone here is {t} with how it went.|I have to say I'm {t}.|After all this I feel {t}.
+de=Ich bin wirklich {t}.|Ehrlich, wir sind {t}.|Nach all dem bin ich {t}.|Alle hier sind {t}.
+fr=Je suis vraiment {t}.|Franchement, nous sommes {t}.|Après tout ça, je suis {t}.|Tout le monde ici est {t}.
+es=Estoy realmente {t}.|Francamente, estamos {t}.|Después de todo esto estoy {t}.|Aquí todos están {t}.
+ru=Я правда {t}.|Скажу прямо: я {t}.|После всего этого я {t}.
+zh=我真的{t}。|说句实话，大家都{t}。|经历了这些，我{t}。
+ja=気持ちとしては{t}です。|率直に言って{t}です。|いろいろあって、今は{t}です。
+hi=मैं सच में {t} हूँ।|सीधी बात, हम {t} हैं।|इन सबके बाद मैं {t} हूँ।
+""", "varied/mood"),
+}
+
+
+def varied_group(group: TemplateGroup) -> TemplateGroup:
+    """`group` with each slot table's frames followed by the frames above (other tables unchanged)."""
+    slots = {kind: {lang: frames + FRAMES[kind][lang] for lang, frames in table.items()} if kind in FRAMES
+             else table for kind, table in group.slots.items()}
+    return dataclasses.replace(group, slots=slots)

@@ -1,0 +1,76 @@
+"""The training-only topic frames (train_standin.py --varied-topics): new wording, no answer of their own."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from laya_opt.suites.lexical_baseline import baseline_report
+from laya_opt.suites.suite_file import dump_suite, parse_suite
+from laya_opt.suites.synthetic import lexicon as lx
+from laya_opt.suites.synthetic.generator import generate, iter_training_records
+from laya_opt.suites.synthetic.hard_cases import mentions
+from laya_opt.suites.synthetic.hard_templates import HELDOUT_HARD
+from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, templates_for
+from laya_opt.suites.synthetic.topic_frames import FRAMES, varied_group
+
+PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}"}
+
+
+def _frames():
+    return [(kind, lang, frame) for kind, table in FRAMES.items() for lang, frames in table.items()
+            for frame in frames]
+
+
+def _terms(lang: str) -> list[str]:
+    cues = [cue for pool in (lx.DEPARTMENTS, lx.PRODUCTS) for concept in pool.values() for cue in concept[lang].cues]
+    return cues + list(lx.URGENCY[lang]) + list(lx.MOOD[lang])
+
+
+def test_every_frame_holds_its_placeholder_once():
+    for kind, lang, frame in _frames():
+        assert frame.count(PLACEHOLDER[kind]) == 1 and frame.count("{") == 1, (kind, lang, frame)
+
+
+def test_frames_repeat_no_held_out_or_validation_template():
+    # A frame that held-out data also uses would let training see held-out wording.
+    others = set(TEMPLATE_GROUPS["heldout"].all_strings()) | set(TEMPLATE_GROUPS["validation"].all_strings())
+    others |= set(HELDOUT_HARD.all_strings())
+    assert not {frame for _, _, frame in _frames()} & others
+
+
+def test_frames_name_no_cue_or_scale_term():
+    # A frame that held a cue (or an urgency or mood term) would give a state a second answer.
+    for kind, lang, frame in _frames():
+        bare = frame.replace(PLACEHOLDER[kind], " ")
+        found = [term for term in _terms(lang) if mentions(bare, term, lang)]
+        assert not found, (kind, lang, frame, found)
+
+
+def test_varied_group_keeps_the_training_frames_first_and_other_tables():
+    train = templates_for("train")
+    varied = varied_group(train)
+    for kind in FRAMES:
+        for lang in lx.LANGUAGES:
+            assert varied.slots[kind][lang] == train.slots[kind][lang] + FRAMES[kind][lang]
+    assert varied.slots["rating"] == train.slots["rating"] and varied.fillers == train.fillers
+    assert varied.name == train.name
+
+
+def test_varied_stream_uses_the_frames_and_keeps_each_answer_in_its_cue():
+    plain = generate("train", 300, 3)
+    varied = list(itertools.islice(iter_training_records(3, varied_topics=True), 300))
+    assert [r.to_json() for r in itertools.islice(iter_training_records(3), 300)] == [r.to_json() for r in plain]
+    framed = [frame.replace(PLACEHOLDER[kind], "\x00").split("\x00") for kind, _, frame in _frames()]
+    texts = [str(record.state) for record in varied]
+    assert sum(any(all(part in text for part in parts if len(part.strip(" .。।")) > 3) for parts in framed)
+               for text in texts) >= 40
+    # Word matching reads the varied states as well as the plain ones: the frames moved no answer.
+    accuracy = [baseline_report(parse_suite(dump_suite(name, records, generator_seed=3, description=name)))
+                ["by_type"]["choice"]["accuracy"] for name, records in (("plain", plain), ("varied", varied))]
+    assert accuracy[1] >= accuracy[0] - 0.05, accuracy
+
+
+@pytest.mark.parametrize("kind", sorted(FRAMES))
+def test_every_language_has_frames(kind):
+    assert set(FRAMES[kind]) == set(lx.LANGUAGES)

@@ -59,9 +59,9 @@ def sweep(sweep_file: str, resume: bool, report_only: bool, ray: str | None, bac
     best.yaml is a runnable experiment reproducing the best passing trial. Budget: the file's
     `budget: {trials, minutes}`; minutes count per invocation, and a trial still running when they run out
     is cut (recorded, not judged; --resume runs it again; a trial's process that reaches no budget check
-    within 30 s of the deadline is killed). Each trial runs in a child process: one whose
-    process dies (a CUDA fault, an abort, the OOM killer) is recorded as crashed, its stderr kept under
-    crashes/, and the sweep goes on. With --ray the trials run in parallel under Ray
+    within 30 s of the deadline is killed, its output kept under cut/). Each trial runs in a child
+    process: one whose process dies (a CUDA fault, an abort, the OOM killer) is recorded as crashed,
+    its output kept under crashes/, and the sweep goes on. With --ray the trials run in parallel under Ray
     Tune, Optuna still the sampler, into the same study and files. docs/sweeps.md describes the file.
     """
     from laya_opt.runs.sweep import check_backend, choose_backend, outcome_json, report, run_sweep

@@ -9,11 +9,13 @@ it is a trial that crashed. The parent:
   JOB RESULT` with the parent's import path (plugins the base experiment names by module resolve as they do in
   the sweep). The child reads the sweep file again (a parsed experiment holds plugin functions, which do not
   pickle) and refuses to run when either file changed since the sweep read it (`trial_child`, the child's side);
-- relays each line the child prints as a progress message (`say`), and keeps its stderr in a file;
+- relays each line the child prints as a progress message (`say`), and keeps them, timed, and its stderr;
 - returns the payload the child wrote (`sweep.execute_trial`'s, unchanged), or, when the child ended without
   one, a crash payload: `{"crashed": True, "note": ...}` naming the exit code or signal and the last line of
-  its stderr, which is kept as `crashes/<trial name>.log` under the sweep's results directory; the staging
-  directory the dead trial was building is removed.
+  its stderr. Its printed lines (seconds since it started) and its stderr are kept as `crashes/<trial
+  name>.log` under the sweep's results directory, or as `cut/<trial name>.log` for a child killed at
+  `kill_at`, so a trial that never finished still says where its time went; the staging directory the dead
+  trial was building is removed.
 
 An interrupted sweep (Ctrl-C, SIGTERM) kills the child and removes its staging directory before it exits. The
 child ends itself when the parent dies (it watches its parent id), so a sweep killed mid-trial leaves no trial
@@ -36,6 +38,7 @@ from typing import Any, Callable, Mapping
 from laya_opt.util import staging
 
 CRASHES = "crashes"
+CUT_LOGS = "cut"
 
 
 def _describe_exit(code: int) -> str:
@@ -50,6 +53,14 @@ def _describe_exit(code: int) -> str:
 def _last_line(path: Path) -> str:
     lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output on stderr"
+
+
+def _keep_log(target: Path, printed: list[str], stderr_path: Path) -> Path:
+    target.parent.mkdir(exist_ok=True)
+    stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
+    target.write_text("# printed (seconds since the trial's process started)\n" + "".join(printed)
+                      + "# stderr\n" + stderr, encoding="utf-8")
+    return target
 
 
 def _remove_dead_staging(trials_dir: Path) -> None:
@@ -85,10 +96,12 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
                                      text=True, encoding="utf-8", errors="replace")
             timer = None if kill_at is None else threading.Timer(max(0.0, kill_at - time.time()), child.kill)
+            started, printed = time.monotonic(), []
             try:
                 if timer is not None:
                     timer.start()
                 for line in child.stdout:
+                    printed.append(f"[{time.monotonic() - started:8.1f}] {line}")
                     say(line.rstrip("\n"))
                 code = child.wait()
             finally:   # an interrupt of the sweep (Ctrl-C, SIGTERM) ends the trial too, and removes its staging
@@ -102,11 +115,12 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
             return json.loads(result.read_text(encoding="utf-8"))
         if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
             _remove_dead_staging(trials_dir)
-            return dict(cut or {"cut": True})
-        log = sweep.results_dir / CRASHES / f"{name}.log"
-        log.parent.mkdir(exist_ok=True)
-        stderr_path.replace(log)
+            log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_path)
+            payload = dict(cut or {"cut": True})
+            return {**payload, "note": f"{payload.get('note', 'cut')}; its output: {CUT_LOGS}/{log.name}"}
+        last = _last_line(stderr_path)
+        log = _keep_log(sweep.results_dir / CRASHES / f"{name}.log", printed, stderr_path)
         _remove_dead_staging(trials_dir)
         return {"crashed": True,
-                "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(log)}); "
-                        f"its stderr: {CRASHES}/{log.name}"}
+                "note": f"crashed: the trial's process {_describe_exit(code)} ({last}); "
+                        f"its output: {CRASHES}/{log.name}"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -201,7 +202,13 @@ def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path
                            digest=sweep_files_digest(sweep.source, sweep.base_path), trials_dir=trials,
                            kill_at=time.time() + 3, cut=sweep_module.cut_payload(sweep, "; killed"))
     assert time.monotonic() - started < 60   # not the wait pass's 120 s
-    assert payload == sweep_module.cut_payload(sweep, "; killed") and "cut by the budget" in payload["note"]
+    cut = sweep_module.cut_payload(sweep, "; killed")
+    assert payload == {**cut, "note": cut["note"] + "; its output: cut/t0.log"}
+    assert "cut by the budget" in payload["note"]
+    # What it printed before it was killed, timed, says where its time went.
+    log = (sweep.results_dir / "cut" / "t0.log").read_text()
+    assert log.startswith("# printed") and "# stderr" in log
+    assert re.search(r"^\[ *\d+\.\d\] .*noisy_scorer", log, re.M), log
     if marker.exists():
         assert not process_alive(int(marker.read_text()))
     assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []
@@ -314,6 +321,7 @@ def test_a_trial_that_kills_its_process_is_recorded_as_crashed_and_the_sweep_goe
     assert clean["state"] == "COMPLETE" and clean["passed"] and not clean["crashed"]
     log = sweep.results_dir / "crashes" / f"tiny-sweep-t{crashed['number']:04d}.log"
     assert f"crashes/{log.name}" in crashed["note"] and log.is_file()
+    assert "# printed" in log.read_text() and "# stderr" in log.read_text()
     assert [p.name for p in (sweep.results_dir / TRIALS).iterdir()] == [Path(clean["run_dir"]).name]  # no staging
     assert not [p for p in sweep.results_dir.iterdir() if p.name.startswith(".trial-")]
     frontier = json.loads((sweep.results_dir / "frontier.json").read_text())

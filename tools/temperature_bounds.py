@@ -11,7 +11,9 @@ from the raw option logits, computes each suite's ECE (max p, 10 bins, as the ch
 - T = 1, and the checkpoint's own tables (a check: the latter is what the checker reports);
 - per type, and per type and bucket, fitted on `--fit` (lowest ECE there);
 - per type, and per type and bucket, fitted on the `--suite`s themselves, minimising their largest ECE: a
-  bound on what any temperature table of that shape can do, not a calibration to ship (it sees the test).
+  bound on what any temperature table of that shape can do, not a calibration to ship (it sees the test);
+- per type, and per type and bucket, fitted on the `--suite`s pooled (lowest ECE over all their questions):
+  what a calibration sample drawn like the test suites together would find at best.
 
 The fits are coordinate descent over a log-spaced grid within the clamp range [0.5, 5] (decode's), from
 T = 1; each step keeps the best grid value, so no fit is worse than where it started.
@@ -88,6 +90,7 @@ def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
            own: Calibration) -> list[dict]:
     """One row per temperature table: its name, the table, and the ECE on every suite."""
     everything = [a for name in (fit_suite, *targets) for a in answers[name]]
+    pooled = [a for name in targets for a in answers[name]]
 
     def on_fit(calibration: Calibration) -> float:
         return suite_ece(answers[fit_suite], calibration)
@@ -100,6 +103,7 @@ def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
         keys = keys_of(everything, by_bucket)
         plans.append((f"{shape}, fitted on {fit_suite}", fit(on_fit, keys)))
         plans.append((f"{shape}, best for {' and '.join(targets)} (a bound)", fit(worst, keys)))
+        plans.append((f"{shape}, fitted on {' and '.join(targets)} pooled", fit(lambda c: suite_ece(pooled, c), keys)))
     rows = []
     for name, temperatures in plans:
         calibration = own if temperatures is None else table(temperatures)

@@ -34,6 +34,8 @@ def test_the_tables_ece_matches_the_checker_and_no_fit_is_worse_than_t_1(tiny_ch
     for shape in ("per type", "per type and bucket"):
         assert rows[f"{shape}, fitted on {fit}"]["ece"][fit] <= one[fit]
         assert rows[f"{shape}, best for {target} (a bound)"]["ece"][target] <= one[target]
+        # With one target the pooled fit minimises the same ECE as the bound: never worse than T = 1.
+        assert rows[f"{shape}, fitted on {target} pooled"]["ece"][target] <= one[target]
     assert set(rows[f"per type and bucket, fitted on {fit}"]["temperatures"]) <= {
         f"{kind}:{bucket}" for kind in ("choice", "score", "noul") for bucket in ("2", "3-5", "6-10", "11+")}
 

@@ -464,9 +464,23 @@ def close_cut(study, number: int, say: Callable[[str], None]) -> None:
     fail_and_requeue(study, number, "cut by the budget; its settings are queued (--resume runs them again)", say)
 
 
+def isolated_trial(sweep: Sweep, settings: Mapping[str, Any], number: int, *, deadline: float | None, digest: str,
+                   say: Callable[[str], None]) -> dict:
+    """`execute_trial` in a child process (`trial_process`): a trial that kills its process is recorded as crashed,
+    and one that reaches no budget check within CUT_GRACE_S of the deadline is killed and cut. The embedded
+    runner's trials and Ray's both run here. `digest`: `sweep_files_digest` as the sweep's driver read them."""
+    from laya_opt.runs.trial_process import run_in_child
+
+    return run_in_child(sweep, settings, number, trial_name(sweep, number), deadline=deadline, say=say,
+                        digest=digest, trials_dir=sweep.results_dir / TRIALS,
+                        kill_at=None if deadline is None else deadline + CUT_GRACE_S,
+                        cut=cut_payload(sweep, "; its process was killed, having reached no budget check since "
+                                               "the deadline"))
+
+
 def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | None = None, isolate: bool = True):
     """The embedded objective; `isolate` runs each trial in a child process (`trial_process`)."""
-    from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
+    from laya_opt.runs.trial_process import sweep_files_digest
 
     optuna = optuna_module()
     digest = sweep_files_digest(sweep.source, sweep.base_path) if isolate else ""
@@ -482,11 +496,7 @@ def make_objective(sweep: Sweep, say: Callable[[str], None], deadline: float | N
         if crashed is not None:
             payload = {"crashed": True, "note": f"same stack as trial {crashed}, whose process crashed: not run again"}
         elif isolate:
-            payload = run_in_child(sweep, settings, trial.number, trial_name(sweep, trial.number), deadline=deadline,
-                                   say=say, digest=digest, trials_dir=sweep.results_dir / TRIALS,
-                                   kill_at=None if deadline is None else deadline + CUT_GRACE_S,
-                                   cut=cut_payload(sweep, "; its process was killed, having reached no budget "
-                                                          "check since the deadline"))
+            payload = isolated_trial(sweep, settings, trial.number, deadline=deadline, digest=digest, say=say)
         else:
             payload = execute_trial(sweep, settings, trial.number, deadline=deadline, say=say)
         note_payload(trial, payload)

@@ -7,9 +7,12 @@ the grid sampler, trial N is the same grid point in both; TPE proposes while tri
 points can differ); the trial's settings, number and job go to a Ray worker that runs the embedded runner's trial
 (`sweep.execute_trial`: a normal gated run published under `trials/<name>-tNNNN-<UTC>/`), and the driver
 records what it reports on that study row. The frontier, best.yaml and `--report` are therefore the
-embedded run's. Each trial holds one whole device: `{"gpu": 1}` when MLX's default device is a GPU, one
-CPU otherwise; at most as many trials run at once as the cluster has devices. Parallel trials share the
-machine, so their timings are noisier than the embedded runner's one-at-a-time trials.
+embedded run's. The worker runs its trial in a child process, as the embedded runner does
+(`sweep.isolated_trial`): a trial whose process dies is recorded as crashed, and one that reaches no budget
+check within `CUT_GRACE_S` of the deadline is killed and cut. Each trial holds one whole device:
+`{"gpu": 1}` when MLX's default device is a GPU, one CPU otherwise; at most as many trials run at once as the
+cluster has devices. Parallel trials share the machine, so their timings are noisier than the embedded
+runner's one-at-a-time trials.
 
 Workers share the reference cache (a per-entry lock: the reference is evaluated once) and the run history
 (SQLite in WAL mode): the driver's LAYA_OPT_* variables and working directory are handed to every trial.
@@ -29,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from laya_opt.runs.sweep import (SweepOutcome, clock, close_cut, create_sampler, earlier_crash, earlier_run,
-                                 earlier_worker_failure, execute_trial, fail_and_requeue, note_payload,
+                                 earlier_worker_failure, fail_and_requeue, isolated_trial, note_payload,
                                  objective_values, opened_sweep, optuna_module, ray_modules, report, suggest, tell,
                                  trial_rows)
 from laya_opt.runs.sweep_file import Sweep, load_sweep
+from laya_opt.runs.trial_process import sweep_files_digest
 from laya_opt.util.errors import InputError
 from laya_opt.util.system import mlx_backend
 
@@ -59,9 +63,10 @@ def ray_trial(config: dict, job: dict) -> None:
     os.chdir(job["cwd"])  # Tune starts a trial in its own directory; the sweep's relative paths are the driver's
     if config.get(REUSE):
         payload: dict[str, Any] = {"reused": True}  # the driver copies the earlier trial's record
-    else:
+    else:   # in a child process, as embedded: a crash is a crashed trial, a trial past the deadline is killed
         sweep = dataclasses.replace(load_sweep(job["sweep_file"]), output_dir=Path(job["output_dir"]))
-        payload = execute_trial(sweep, config[SETTINGS], config[NUMBER], deadline=job["deadline"])
+        payload = isolated_trial(sweep, config[SETTINGS], config[NUMBER], deadline=job["deadline"],
+                                 digest=job["digest"], say=lambda message: None)
     # as JSON text: Tune flattens nested results before the searcher sees them
     tune.report({**dict(zip(job["metrics"], job["placeholder"])), PAYLOAD: json.dumps(payload)})
 
@@ -144,6 +149,8 @@ class SweepSearch(OptunaSearch):
                 trial.set_user_attr("note", "its Ray worker failed (the error is above); its settings run again")
                 fail_and_requeue(study, trial.number, "its Ray worker failed; its settings are queued for --resume",
                                  say)
+        elif payload.get("crashed"):   # its trial process died in the worker (the worker lives on)
+            self._crash(trial, payload["note"])
         else:
             note_payload(trial, payload)
             if payload.get("pruned"):
@@ -168,6 +175,7 @@ def run_trials(tune, sweep: Sweep, study, count: int | None, devices: int, resou
                say: Callable[[str], None], progress: Callable[[], None] | None) -> None:
     """Up to `count` trials (None: until the deadline) under Tune, at most one per device at a time."""
     job = {"sweep_file": str(sweep.source.resolve()), "output_dir": str(sweep.output_dir.resolve()),
+           "digest": sweep_files_digest(sweep.source, sweep.base_path),
            "cwd": os.getcwd(), "deadline": deadline, "metrics": list(sweep.objectives),
            "placeholder": [0.0] * len(sweep.objectives),
            "env": {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)}}

@@ -1,12 +1,14 @@
 """The child's side of `trial_process`: `python -m laya_opt.runs.trial_child JOB RESULT` runs one sweep trial.
 
-It reads the sweep file named in JOB again, refuses (exit 2, one line on stderr) when the sweep file or its
-base experiment changed since the sweep read them, runs `sweep.execute_trial`, printing its progress messages
-one per line for the parent to relay, and writes the payload to RESULT whole (a rename). It ends itself as soon
-as its parent is gone, so a trial never outlives a killed sweep.
+It reads the sweep file named in JOB again (its results go to the parent's output_dir), refuses (exit 2, one
+line on stderr) when the sweep file or its base experiment changed since the sweep read them, runs
+`sweep.execute_trial`, printing its progress messages one per line for the parent to relay, and writes the
+payload to RESULT whole (a rename). It ends itself as soon as its parent is gone, so a trial never outlives a
+killed sweep.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -36,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from laya_opt.util.staging import replace_file
 
     spec = json.loads(job.read_text(encoding="utf-8"))
-    sweep = load_sweep(spec["source"])
+    # the parent's output_dir: a Ray worker's sweep, or a caller's, may have set it apart from the file
+    sweep = dataclasses.replace(load_sweep(spec["source"]), output_dir=Path(spec["output_dir"]))
     if sweep_files_digest(sweep.source, sweep.base_path) != spec["digest"]:
         print(f"error: {sweep.source} or its base experiment {sweep.base_path} changed since the sweep read them; "
               "rerun the sweep (--resume keeps its finished trials)", file=sys.stderr)

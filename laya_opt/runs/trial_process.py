@@ -88,7 +88,8 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
     with tempfile.TemporaryDirectory(prefix=".trial-", dir=sweep.results_dir) as work:
         job, result, stderr_path = Path(work) / "job.json", Path(work) / "payload.json", Path(work) / "stderr.log"
         job.write_text(json.dumps({"source": str(sweep.source), "digest": digest, "settings": dict(settings),
-                                   "number": number, "deadline": deadline}), encoding="utf-8")
+                                   "number": number, "deadline": deadline,
+                                   "output_dir": str(sweep.output_dir.resolve())}), encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if isinstance(p, str) and p),
                "PYTHONUNBUFFERED": "1"}
         with open(stderr_path, "wb") as stderr:

@@ -145,3 +145,57 @@ def test_a_tune_checkpoint_restore_is_refused_naming_resume():
 
     with pytest.raises(InputError, match="run the same `laya-opt sweep SWEEP_FILE --ray` with --resume"):
         SweepSearch.restore(None, "ckpt")  # Tuner.restore's path; the journal study is the record
+
+
+def test_the_search_records_a_trial_whose_process_crashed_as_the_embedded_runner(tmp_path):
+    sweep = write_sweep(tmp_path, "crashed", budget={"trials": 2})
+    (sweep.results_dir / TRIALS).mkdir(parents=True)
+    study = open_study(sweep, create=True)
+    search = SweepSearch(sweep, study, deadline=None, say=lambda message: None, on_complete=lambda: None)
+    search.suggest("t0")
+    note = "crashed: the trial's process killed by signal SIGABRT (boom); its output: crashes/crashed-t0000.log"
+    search.on_trial_complete("t0", {PAYLOAD: json.dumps({"crashed": True, "note": note})})
+    rows = study.get_trials(deepcopy=False)
+    assert [row.state.name for row in rows] == ["FAIL"]   # recorded, not queued: the worker lived on
+    assert rows[0].user_attrs["crashed"] and rows[0].user_attrs["note"] == note
+
+
+def test_a_ray_trial_runs_in_a_child_process_that_is_killed_past_the_deadline(tmp_path, tiny_checkpoint_dir,
+                                                                            monkeypatch):
+    # ray_trial alone (no cluster): the trial's process sits in a pass with no budget check (the `wait` test
+    # pass, 120 s); it is killed CUT_GRACE_S (0 here) after the deadline and the trial reported cut.
+    from laya_opt.runs import sweep as sweep_module
+    from laya_opt.runs.sweep_ray import NUMBER, SETTINGS, ray_trial
+    from laya_opt.runs.trial_process import sweep_files_digest
+    from fake_passes import write_tiny_suite
+
+    marker = tmp_path / "waiting"
+    base = {"name": "waits", "checkpoint": str(tiny_checkpoint_dir), "candidate_dtype": "float32",
+            "suites": [str(write_tiny_suite(tmp_path / "tiny.jsonl"))], "plugins": ["fake_passes"],
+            "passes": [{"name": "noisy_scorer", "config": {"scale": 0.0}, "on_fail": "stop"},
+                       {"name": "wait", "config": {"marker": str(marker), "seconds": 120.0}}], "benchmark": BENCH}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    path = tmp_path / "waits.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "waits", "base": "base.yaml",
+        "space": {"noisy_scorer.scale": {"type": "categorical", "choices": [0.0]}},
+        "objectives": ["speedup", "decision_changes"], "sampler": {"kind": "grid", "seed": 0},
+        "budget": {"trials": 1}, "output_dir": str(tmp_path / "sweeps")}))
+    sweep = load_sweep(path)
+    monkeypatch.chdir(tmp_path)   # ray_trial moves to the driver's directory
+    monkeypatch.setattr(sweep_module, "CUT_GRACE_S", 0.0)
+    reported = []
+    monkeypatch.setattr(ray.tune, "report", reported.append)
+    job = {"sweep_file": str(path), "output_dir": str(sweep.output_dir), "cwd": str(tmp_path),
+           "digest": sweep_files_digest(sweep.source, sweep.base_path), "deadline": time.time() + 10,
+           "metrics": ["speedup", "decision_changes"], "placeholder": [0.0, 0.0], "env": {}}
+    started = time.monotonic()
+    ray_trial({NUMBER: 0, SETTINGS: {"noisy_scorer.scale": 0.0}}, job)
+    assert time.monotonic() - started < 60   # not the wait pass's 120 s
+    payload = json.loads(reported[0][PAYLOAD])
+    assert payload["cut"] and "cut by the budget" in payload["note"]
+    if marker.exists():   # the wait pass had started: only the kill could stop it
+        assert "its process was killed" in payload["note"]
+        assert (sweep.results_dir / "cut" / "waits-t0000.log").is_file()
+    trials = sweep.results_dir / TRIALS
+    assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []   # nothing published

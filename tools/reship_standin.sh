@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ship a retrained stand-in: everything measured under the old one is measured again under the new one.
 #
-#   bash tools/reship_standin.sh NEW_CHECKPOINT WORK_DIR        # from the repository root, in the CPU venv
+#   bash tools/reship_standin.sh NEW_CHECKPOINT WORK_DIR [FROM_STEP]   # from the repository root, in the CPU venv
 #
 # NEW_CHECKPOINT is what `tools/device_train.sh` returns (standin.tgz unpacked: R/). The gate suite holds the
 # near ties of the reference model, the gates file its noise, and the verdict table its decisions, so all three
@@ -12,16 +12,29 @@
 #   3. calibrate the gates on it (laya-opt calibrate-gates --suite gate --noise-sample 128; about 45 minutes)
 #   4. the verdict table, in two processes side by side (tools/verdict_table.py --only ...; about 40 minutes)
 #   5. suite_report on every bundled suite (about 6 minutes)
-# About 95 minutes on 2 CPU cores. What is left by hand is printed at the end: the numbers quoted in README.md,
-# docs/standin.md, docs/gates.md and TRAINING.md, and the tests that pin the stand-in's numbers.
+# About 95 minutes on 2 CPU cores for run 6 (512-token checkpoints read more: run 9 took longer). What is left by
+# hand is printed at the end: the numbers quoted in README.md, docs/standin.md, docs/gates.md and TRAINING.md,
+# and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
+# earlier, interrupted call, whose step 1 put NEW_CHECKPOINT in place (a reship can outlast a session).
 set -euo pipefail
-new="${1:?usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR}"
-work="${2:?usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR}"
+usage="usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR [FROM_STEP]"
+new="${1:?$usage}"
+work="${2:?$usage}"
+from="${3:-1}"
 target=checkpoints/laya-tiny
 [ -f "$new/model.safetensors" ] && [ -f "$new/rl_agent_config.json" ] || {
   echo "error: $new is not a checkpoint (no model.safetensors or rl_agent_config.json)" >&2; exit 2; }
 [ -d "$target" ] && [ -f pyproject.toml ] || { echo "error: run from the repository root" >&2; exit 2; }
-[ ! -e "$work" ] || { echo "error: $work exists; give a new directory" >&2; exit 2; }
+case "$from" in
+  1) [ ! -e "$work" ] || { echo "error: $work exists; give a new directory" >&2; exit 2; } ;;
+  [2-5])
+    [ -d "$work" ] || { echo "error: FROM_STEP $from goes on in an earlier call's WORK_DIR; $work is not one" >&2
+                        exit 2; }
+    cmp -s "$new/model.safetensors" "$target/model.safetensors" \
+      && cmp -s "$new/rl_agent_config.json" "$target/rl_agent_config.json" || {
+      echo "error: $target is not $new; FROM_STEP $from needs step 1 done with it (run from step 1)" >&2; exit 2; } ;;
+  *) echo "error: FROM_STEP must be 1 to 5, got '$from'" >&2; exit 2 ;;
+esac
 python - "$new" <<'PY' || exit 2
 import sys
 import laya_opt
@@ -33,7 +46,9 @@ PY
 mkdir -p "$work"
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
+runs() { [ "$from" -le "$1" ]; }   # step N runs unless FROM_STEP is past it
 
+if runs 1; then
 step "1. checkpoint -> $target"
 for item in "$new"/*; do
   name=$(basename "$item")
@@ -42,21 +57,29 @@ for item in "$new"/*; do
     *) rm -rf "${target:?}/$name"; cp -r "$item" "$target/$name" ;;
   esac
 done
+fi
 
+if runs 2; then
 step "2. gate suite"
 python -m laya_opt.fidelity.make_gate_suite 2>&1 | tee "$work/make_gate_suite.log"
+fi
 
+if runs 3; then
 step "3. gates calibrated on gate"
 laya-opt calibrate-gates --suite gate --noise-sample 128 --out fidelity/gate_files/standin.yaml \
   2>&1 | tee "$work/calibrate.log"
+fi
 
+if runs 4; then
 step "4. verdict table (two processes)"
+rm -rf "$work/verdicts-a" "$work/verdicts-b"   # an interrupted call's partial tables
 python tools/verdict_table.py --out "$work/verdicts-a" --only fp16 --only "8-bit g64" --only "6-bit g64" \
   --only "4-bit g64" --only "4-bit g64, layer 0 kept" > "$work/verdicts-a.log" 2>&1 &
 first=$!
 python tools/verdict_table.py --out "$work/verdicts-b" --only bf16 --only "8-bit g128" --only "5-bit g64" \
   --only "4-bit g128" --only "4-bit g64, bisect recipe" > "$work/verdicts-b.log" 2>&1
 wait "$first"
+fi
 
 step "5. suite report"
 python -m laya_opt.fidelity.suite_report --markdown > "$work/suite_report.md"

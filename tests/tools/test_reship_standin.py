@@ -19,7 +19,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           env={"PATH": f"{bindir}:/usr/bin:/bin"})
 
 
-@pytest.mark.parametrize("case", ["missing", "not_a_checkpoint", "work_exists", "unloadable"])
+@pytest.mark.parametrize("case", ["missing", "not_a_checkpoint", "work_exists", "unloadable", "from_without_work",
+                                  "from_another_checkpoint", "from_no_step"])
 def test_bad_input_is_one_error_and_the_bundled_checkpoint_is_untouched(tmp_path, case):
     before = hashlib.sha256(MODEL.read_bytes()).hexdigest()
     work = tmp_path / "work"
@@ -37,6 +38,16 @@ def test_bad_input_is_one_error_and_the_bundled_checkpoint_is_untouched(tmp_path
         work.mkdir()
         result = run(str(new), str(work))
         expected = "exists; give a new directory"
+    elif case.startswith("from_"):   # going on from a later step: only in an earlier call's work dir, with its
+        for name in ("model.safetensors", "rl_agent_config.json"):   # checkpoint in place
+            (new / name).write_bytes((MODEL.parent / name).read_bytes())
+        if case == "from_another_checkpoint":
+            (new / "rl_agent_config.json").write_text("{}")
+        if case != "from_without_work":
+            work.mkdir()
+        result = run(str(new), str(work), "7" if case == "from_no_step" else "4")
+        expected = {"from_without_work": "is not one", "from_another_checkpoint": "needs step 1 done with it",
+                    "from_no_step": "FROM_STEP must be 1 to 5"}[case]
     else:   # the files are there but do not load (a truncated weights file)
         (new / "model.safetensors").write_bytes(MODEL.read_bytes()[:1000])
         (new / "rl_agent_config.json").write_bytes((MODEL.parent / "rl_agent_config.json").read_bytes())
@@ -44,5 +55,5 @@ def test_bad_input_is_one_error_and_the_bundled_checkpoint_is_untouched(tmp_path
         expected = "does not load"
     assert result.returncode != 0 and expected in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1   # one line, no traceback
-    assert work.exists() == (case == "work_exists")      # nothing half-made
+    assert work.exists() == (case in ("work_exists", "from_another_checkpoint", "from_no_step"))  # nothing made
     assert hashlib.sha256(MODEL.read_bytes()).hexdigest() == before

@@ -13,7 +13,12 @@ from the raw option logits, computes each suite's ECE (max p, 10 bins, as the ch
 - per type, and per type and bucket, fitted on the `--suite`s themselves, minimising their largest ECE: a
   bound on what any temperature table of that shape can do, not a calibration to ship (it sees the test);
 - per type, and per type and bucket, fitted on the `--suite`s pooled (lowest ECE over all their questions):
-  what a calibration sample drawn like the test suites together would find at best.
+  what a calibration sample drawn like the test suites together would find at best;
+- not a temperature table: per type, a monotone map of the T = 1 top-1 probability to the accuracy, fitted on
+  `--fit` by isotonic regression (pool adjacent violators). Laya's calibration is temperatures only (a
+  checkpoint cannot carry this map), so the row only says whether the limit is the calibration family or the
+  fitting data: when the map fitted on `--fit` calibrates the `--suite`s, the shape of one temperature per
+  cell is what falls short.
 
 The fits are coordinate descent over a log-spaced grid within the clamp range [0.5, 5] (decode's), from
 T = 1; each step keeps the best grid value, so no fit is worse than where it started.
@@ -86,6 +91,40 @@ def fit(objective, keys: list[str]) -> dict[str, float]:
     return temperatures
 
 
+def isotonic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pool adjacent violators: the non-decreasing step function of x closest to y in squared error, as the
+    blocks' mean x and mean y (np.interp between them maps a new x)."""
+    order = np.argsort(x, kind="stable")
+    blocks: list[list[float]] = []   # [sum x, sum y, count]
+    for xi, yi in zip(x[order], y[order]):
+        blocks.append([float(xi), float(yi), 1.0])
+        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] > blocks[-1][1] / blocks[-1][2]:
+            sx, sy, n = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + sx, blocks[-1][1] + sy, blocks[-1][2] + n]
+    return (np.array([b[0] / b[2] for b in blocks]), np.array([b[1] / b[2] for b in blocks]))
+
+
+def top1(answers: list[Answer]) -> np.ndarray:
+    one = table({})
+    return np.array([float(probability_rows(a.type_name, a.logits[None], one)[0].max()) for a in answers])
+
+
+def isotonic_row(answers: dict[str, list[Answer]], fit_suite: str, suites: list[str]) -> dict:
+    """ECE per suite with each answer's T = 1 top-1 probability mapped by its type's map fitted on `fit_suite`."""
+    fitted = answers[fit_suite]
+    confidence = top1(fitted)
+    maps = {kind: isotonic(confidence[mask], np.array([a.correct for a in fitted])[mask])
+            for kind in sorted({a.type_name for a in fitted})
+            for mask in [np.array([a.type_name == kind for a in fitted])]}
+    scores = {}
+    for name in suites:
+        mapped = [float(np.interp(c, *maps[a.type_name])) if a.type_name in maps else float(c)
+                  for a, c in zip(answers[name], top1(answers[name]))]
+        scores[name] = round(ece(mapped, [a.correct for a in answers[name]]), 4)
+    return {"table": f"per type, isotonic map fitted on {fit_suite} (not a temperature table)", "temperatures": None,
+            "ece": scores}
+
+
 def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
            own: Calibration) -> list[dict]:
     """One row per temperature table: its name, the table, and the ECE on every suite."""
@@ -110,6 +149,7 @@ def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
         rows.append({"table": name, "temperatures": temperatures if temperatures is not None else {
             "per type": list(own.temperature), "by options": dict(own.temperature_by_options)},
             "ece": {suite: round(suite_ece(answers[suite], calibration), 4) for suite in (fit_suite, *targets)}})
+    rows.append(isotonic_row(answers, fit_suite, [fit_suite, *targets]))
     return rows
 
 

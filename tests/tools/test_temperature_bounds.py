@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from fake_passes import write_tiny_suite
 from repo_scripts import load_script
@@ -36,6 +37,8 @@ def test_the_tables_ece_matches_the_checker_and_no_fit_is_worse_than_t_1(tiny_ch
         assert rows[f"{shape}, best for {target} (a bound)"]["ece"][target] <= one[target]
         # With one target the pooled fit minimises the same ECE as the bound: never worse than T = 1.
         assert rows[f"{shape}, fitted on {target} pooled"]["ece"][target] <= one[target]
+    isotonic = rows[f"per type, isotonic map fitted on {fit} (not a temperature table)"]
+    assert isotonic["temperatures"] is None and all(0.0 <= value <= 1.0 for value in isotonic["ece"].values())
     assert set(rows[f"per type and bucket, fitted on {fit}"]["temperatures"]) <= {
         f"{kind}:{bucket}" for kind in ("choice", "score", "noul") for bucket in ("2", "3-5", "6-10", "11+")}
 
@@ -54,3 +57,14 @@ def test_the_default_checkpoint_is_the_bundled_stand_in(monkeypatch):
         OSError("stop here")))
     assert tool.main(["--fit", "smoke"]) == 2
     assert seen and (seen[0] / "model.safetensors").is_file()
+
+
+def test_isotonic_is_the_monotone_fit_that_keeps_each_block_mean():
+    xs, ys = tool.isotonic(np.array([0.4, 0.1, 0.3, 0.2]), np.array([1, 1, 1, 0]))
+    # sorted by x: 1, 0 violate the order and pool to 0.5 at x 0.15; then 1 and 1
+    assert xs.tolist() == pytest.approx([0.15, 0.3, 0.4]) and ys.tolist() == pytest.approx([0.5, 1.0, 1.0])
+    rng = np.random.default_rng(0)
+    x, y = rng.random(200), rng.random(200) < 0.7
+    xs, ys = tool.isotonic(x, y.astype(float))
+    assert np.all(np.diff(ys) >= 0) and np.all(np.diff(xs) > 0)   # monotone: no violating pair is left
+    assert float(np.interp(x, xs, ys).mean()) == pytest.approx(y.mean(), abs=0.05)

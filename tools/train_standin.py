@@ -239,20 +239,27 @@ def polarity_loss(logits, bits):
     return mx.where(known, nll, 0.0).sum() / mx.maximum(known.sum(), 1)
 
 
+def smoothed_nll(log_probs, labels, marker_mask, smoothing):
+    """Per-row cross-entropy with label smoothing `smoothing` (a number, or one per row) spread over the
+    question's own options only (padded slots hold MASKED_LOGIT)."""
+    nll = -mx.take_along_axis(log_probs, labels[:, None], axis=1)[:, 0]
+    uniform = -mx.where(marker_mask, log_probs, 0.0).sum(axis=1) / mx.maximum(marker_mask.sum(axis=1), 1)
+    return (1 - smoothing) * nll + smoothing * uniform
+
+
 def loss_fn(trainee, arrays, action_weight: float, aux_weight: float, noul_weight: float = 0.0,
-            label_smoothing: float = 0.0):
+            label_smoothing: float = 0.0, hard_label_smoothing: float | None = None):
     laya, a = trainee.laya, arrays
     encoded = laya.encoder(a["input_ids"], a["attention_mask"])
     logits, action = laya.decide(encoded, a["attention_mask"], a["marker_pos"], a["marker_mask"], a["qtype"])
     labels = a["labels"]
     log_probs = logits - mx.logsumexp(logits, axis=1, keepdims=True)
-    nll = -mx.take_along_axis(log_probs, labels[:, None], axis=1)[:, 0]
-    if label_smoothing:
-        # Smoothing over the question's own options only (padded slots hold MASKED_LOGIT).
-        mask = a["marker_mask"]
-        uniform = -mx.where(mask, log_probs, 0.0).sum(axis=1) / mx.maximum(mask.sum(axis=1), 1)
-        nll = (1 - label_smoothing) * nll + label_smoothing * uniform
-    scorer_loss = nll.mean()
+    smoothing = label_smoothing
+    if hard_label_smoothing is not None and hard_label_smoothing != label_smoothing:
+        # hard cases (the rows not marked standard) smoothed apart: their training wording is learnt to
+        # certainty, while held-out hard cases are answered less often right (--hard-label-smoothing)
+        smoothing = mx.where(a["standard"] > 0, label_smoothing, hard_label_smoothing)
+    scorer_loss = smoothed_nll(log_probs, labels, a["marker_mask"], smoothing).mean()
     # Action head: 0 = act (answer is right), 1 = escalate (answer is wrong); the target is not differentiated.
     wrong = mx.stop_gradient((mx.argmax(logits, axis=1) != labels).astype(mx.int32))
     action_loss = nn.losses.cross_entropy(action, wrong).mean()
@@ -329,7 +336,8 @@ def _bank_rows(index: np.ndarray) -> dict[str, np.ndarray]:
             "marker_pos": arrays["marker_pos"].astype(np.int16), "counts": counts.astype(np.int32),
             "qtype": arrays["qtype"], "labels": arrays["labels"],
             "option_tokens": arrays["option_tokens"].astype(np.int16), "state_region": arrays["state_region"],
-            "noul_bits": arrays["noul_bits"].astype(np.int8), "replace_where": arrays["replace_where"]}
+            "noul_bits": arrays["noul_bits"].astype(np.int8), "replace_where": arrays["replace_where"],
+            "standard": src["packed"].replaceable[index].astype(np.int8)}   # 0: a hard case
 
 
 def host_banks(train, codec, slots: int, stop_ids, fact_tokens, multiple: int, workers: int) -> list[dict]:
@@ -371,6 +379,7 @@ def gather_batch(bank: dict, index: mx.array, replace_prob: float, replace_pool:
         "qtype": bank["qtype"][index], "labels": bank["labels"][index],
         "option_tokens": bank["option_tokens"][index].astype(mx.int32),
         "state_region": bank["state_region"][index], "noul_bits": bank["noul_bits"][index].astype(mx.int32),
+        "standard": bank["standard"][index],
     }
 
 
@@ -397,7 +406,8 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 # What a resumed run must share with the run that saved the state: everything that changes the data,
 # the model's shape or the schedule. (The per-call limit --max-total-seconds may differ.)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
-               "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "warmup", "multiple",
+               "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "hard_label_smoothing", "warmup",
+               "multiple",
                "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
                "keep_best", "training_paraphrases", "varied_topics", "max_len", "head_max_len")
 
@@ -654,6 +664,8 @@ def main(argv=None) -> int:
                              "laya_opt.suites.synthetic.topic_frames (cue words among other words)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
+    parser.add_argument("--hard-label-smoothing", type=float, default=None,
+                        help="label smoothing of the hard-case questions (default: --label-smoothing's)")
     parser.add_argument("--warmup", type=float, default=0.05, help="share of training spent warming up the lr")
     parser.add_argument("--multiple", type=int, default=64,
                         help="questions are padded to a multiple of this: one device bank and one trace each")
@@ -782,7 +794,8 @@ def main(argv=None) -> int:
     def train_step(bank, index):
         arrays = gather_batch(bank, index, args.replace_prob, replace_pool)
         (_, scorer_loss, aux, noul), grads = value_and_grad(trainee, arrays, args.action_weight, args.aux_weight,
-                                                            args.noul_weight, args.label_smoothing)
+                                                            args.noul_weight, args.label_smoothing,
+                                                            args.hard_label_smoothing)
         grads, _ = optim.clip_grad_norm(grads, 1.0)
         optimizer.update(trainee, grads)
         return mx.stack([scorer_loss, aux, noul])
@@ -889,6 +902,7 @@ def main(argv=None) -> int:
                                "noul_weight": args.noul_weight, "replace_prob": args.replace_prob,
                                "hidden_size": args.hidden_size, "lexical_init": args.lexical_init,
                                "hard_fraction": args.hard_fraction, "label_smoothing": args.label_smoothing,
+                               "hard_label_smoothing": args.hard_label_smoothing,
                                "training_paraphrases": args.training_paraphrases,
                                "varied_topics": args.varied_topics,
                                "init_from": str(args.init_from) if args.init_from else None,
@@ -914,7 +928,8 @@ def main(argv=None) -> int:
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
-        "label_smoothing": args.label_smoothing, "warmup": args.warmup, "multiple": args.multiple,
+        "label_smoothing": args.label_smoothing, "hard_label_smoothing": args.hard_label_smoothing,
+        "warmup": args.warmup, "multiple": args.multiple,
         "max_len": agent.max_len, "head_max_len": agent.head_max_len,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),
         "device": str(mx.default_device()), "mlx": mx.__version__, "python": platform.python_version(),

@@ -21,7 +21,7 @@ from laya_opt.suites.suite_file import QuestionTag, SuiteRecord  # noqa: E402
 from standin_data import (NO_FACT, OPTION_TOKENS, batch_arrays, fixed_batches, load_packed, pack,  # noqa: E402
                           save_packed, stop_token_ids)
 from train_standin import (FACT_IDS, MatchProbe, fact_token_table, matching_loss, noul_target,  # noqa: E402
-                           polarity_loss)
+                           polarity_loss, smoothed_nll)
 
 QUESTIONS = {
     "product": {"type": "choice", "instructions": "Which product is it?",
@@ -253,6 +253,21 @@ def test_replacement_leaves_questions_packed_as_not_replaceable_alone(items, cod
     assert pack(items).replaceable.tolist() == [1, 1, 1]
 
 
+def test_label_smoothing_per_row_spreads_over_each_questions_own_options():
+    logits = mx.array([[2.0, 0.0, -1e4], [1.0, 3.0, 0.0]])   # row 0 has two options, row 1 three
+    log_probs = logits - mx.logsumexp(logits, axis=1, keepdims=True)
+    labels, mask = mx.array([0, 1]), mx.array([[True, True, False], [True, True, True]])
+    lp = np.array(log_probs)
+    plain = -lp[[0, 1], [0, 1]]
+    uniform = np.array([-(lp[0, 0] + lp[0, 1]) / 2, -lp[1].sum() / 3])
+    assert np.allclose(np.array(smoothed_nll(log_probs, labels, mask, 0.0)), plain)
+    both = np.array(smoothed_nll(log_probs, labels, mask, 0.1))
+    assert np.allclose(both, 0.9 * plain + 0.1 * uniform)
+    # one smoothing per row (--hard-label-smoothing: hard rows apart from standard ones)
+    per_row = np.array(smoothed_nll(log_probs, labels, mask, mx.array([0.0, 0.3])))
+    assert np.allclose(per_row, [plain[0], 0.7 * plain[1] + 0.3 * uniform[1]])
+
+
 def test_polarity_loss_averages_the_known_bits_only():
     logits = mx.array([[[4.0, -4.0], [-4.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
     right = polarity_loss(logits, mx.array([[0, 1], [-1, -1]])).item()
@@ -326,6 +341,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
             "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--eval-every", "2",
+            "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1",
             "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
@@ -342,6 +358,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
+    assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()

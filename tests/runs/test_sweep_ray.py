@@ -3,8 +3,10 @@ writes the study, trial directories and frontier the embedded runner writes for 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,25 +22,31 @@ from laya_opt.runs.sweep_ray import PAYLOAD, SweepSearch, run_sweep_ray  # noqa:
 
 # As in experiments/sweeps/quant_grid.yaml, with the smallest benchmark that still times short-1 end to end.
 BENCH = {"workloads": ["short-1"], "requests": 2, "warmup": 0, "blocks": 1, "forward_only": False}
-# Two trials run (8 bits passes on smoke, 3 bits changes a decisive answer; the stand-in's 4 bits changes none
-# of smoke's 30) and two are pruned before any weight loads (excluding every module leaves nothing to
-# quantize): each verdict, at half the cost of four runs.
-SPACE = {"quantize_encoder.bits": {"type": "categorical", "choices": [8, 3]},
+# Two trials run and two are pruned before any weight loads (excluding every module leaves nothing to
+# quantize): each verdict, at half the cost of four runs. The rejected trial adds noise to the scorer (the
+# test pass `noisy_scorer`, scale 5): a quantization that changes a decisive answer on smoke depends on
+# the stand-in (run 9 of it answers smoke alike at 2 bits), the noise does not.
+SPACE = {"noisy_scorer.scale": {"type": "categorical", "choices": [0.0, 5.0]},
          "quantize_encoder.exclude": {"type": "categorical", "choices": [[], ["encoder."]]}}
+TESTS_DIR = str(Path(__file__).resolve().parents[1])   # fake_passes, the base's plugin, for the Ray workers
 # Timings differ between the runners (parallel trials, one BLAS thread each): everything else must not.
 COMPARED = ("state", "settings", "passed", "decision_changes", "accuracy_delta", "failed_gates", "cut")
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    path = os.pathsep.join(filter(None, [TESTS_DIR, os.environ.get("PYTHONPATH")]))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning",
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()
 
 
 def write_sweep(tmp_path, name, **changes):
     base = {"name": "quant", "checkpoint": "standin", "candidate_dtype": "float32", "suites": ["smoke"],
-            "passes": [{"name": "quantize_encoder", "config": {"bits": 8, "group_size": 64, "eval_path": "auto"},
+            "plugins": ["fake_passes"],
+            "passes": [{"name": "noisy_scorer", "config": {"scale": 0.0}, "on_fail": "stop"},
+                       {"name": "quantize_encoder", "config": {"bits": 8, "group_size": 64, "eval_path": "auto"},
                         "on_fail": "stop"}],
             "benchmark": BENCH}
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))

@@ -111,15 +111,15 @@ def top1(answers: list[Answer]) -> np.ndarray:
 
 def isotonic_row(answers: dict[str, list[Answer]], fit_suite: str, suites: list[str]) -> dict:
     """ECE per suite with each answer's T = 1 top-1 probability mapped by its type's map fitted on `fit_suite`."""
+    confidence = {name: top1(answers[name]) for name in dict.fromkeys([fit_suite, *suites])}
     fitted = answers[fit_suite]
-    confidence = top1(fitted)
-    maps = {kind: isotonic(confidence[mask], np.array([a.correct for a in fitted])[mask])
+    maps = {kind: isotonic(confidence[fit_suite][mask], np.array([a.correct for a in fitted])[mask])
             for kind in sorted({a.type_name for a in fitted})
             for mask in [np.array([a.type_name == kind for a in fitted])]}
     scores = {}
     for name in suites:
         mapped = [float(np.interp(c, *maps[a.type_name])) if a.type_name in maps else float(c)
-                  for a, c in zip(answers[name], top1(answers[name]))]
+                  for a, c in zip(answers[name], confidence[name])]
         scores[name] = round(ece(mapped, [a.correct for a in answers[name]]), 4)
     return {"table": f"per type, isotonic map fitted on {fit_suite} (not a temperature table)", "temperatures": None,
             "ece": scores}

@@ -50,14 +50,13 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code} without a result"
 
 
-def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output on stderr"
 
 
-def _keep_log(target: Path, printed: list[str], stderr_path: Path) -> Path:
+def _keep_log(target: Path, printed: list[str], stderr: str) -> Path:
     target.parent.mkdir(exist_ok=True)
-    stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
     target.write_text("# printed (seconds since the trial's process started)\n" + "".join(printed)
                       + "# stderr\n" + stderr, encoding="utf-8")
     return target
@@ -114,14 +113,14 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
                     _remove_dead_staging(trials_dir)
         if result.is_file():
             return json.loads(result.read_text(encoding="utf-8"))
+        stderr_text = stderr_path.read_text(encoding="utf-8", errors="replace")
         if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
             _remove_dead_staging(trials_dir)
-            log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_path)
+            log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_text)
             payload = dict(cut or {"cut": True})
             return {**payload, "note": f"{payload.get('note', 'cut')}; its output: {CUT_LOGS}/{log.name}"}
-        last = _last_line(stderr_path)
-        log = _keep_log(sweep.results_dir / CRASHES / f"{name}.log", printed, stderr_path)
+        log = _keep_log(sweep.results_dir / CRASHES / f"{name}.log", printed, stderr_text)
         _remove_dead_staging(trials_dir)
         return {"crashed": True,
-                "note": f"crashed: the trial's process {_describe_exit(code)} ({last}); "
+                "note": f"crashed: the trial's process {_describe_exit(code)} ({_last_line(stderr_text)}); "
                         f"its output: {CRASHES}/{log.name}"}

@@ -12,9 +12,10 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
-#   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack")]  [MLX_USE_CUDA_GRAPHS=0] bash benchmarks/gpu_session.sh study
-#      (experiments/sweeps/gpu_stack.yaml; again with `study` in the next call of the lease: it resumes the study
-#      kept in /tmp/sweeps)
+#   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack", ".mlx-wheels/study")]  [MLX_USE_CUDA_GRAPHS=0]
+#      bash benchmarks/gpu_session.sh study   (experiments/sweeps/gpu_stack.yaml; again with `study` in the next
+#      call: it resumes the study kept in /tmp/sweeps, or, on a fresh machine, the one carried back in
+#      .mlx-wheels/study/, together with the reference and stage caches its trials filled)
 #
 # Budget: upstream's compile backend warms up for 180-220 s at load inside each h2h call, and MLX
 # compiles each new shape's kernels once per machine (up to ~48 s cold), so a cold call leaves cells
@@ -93,8 +94,19 @@ case "$step" in
           # comes back as ptx_stack.tgz; kept as .mlx-wheels/ptx-stack/ptx.tgz and carried, it is unpacked first.
           # MLX_USE_CUDA_GRAPHS=0 in front of the command avoids the CUDA graph fault (benchmarks/results/
           # 2026-12-06-h100-gpu-stack-fault), at the graphs' cost on every trial alike.
+          # A trial evaluates up to eight stages on `gate` (about a minute each on a cold H100), more than one call
+          # holds: the reference and stage caches (LAYA_OPT_CACHE_DIR) come back as study_cache.tgz with the
+          # study, and carried as .mlx-wheels/study/ they let the next call, on this machine or a fresh one,
+          # resume the study with the cut trial's finished stages taken from the cache (each re-checked on a
+          # sample: laya_opt.runs.stagecache).
     install
+    export LAYA_OPT_CACHE_DIR=/tmp/laya-cache
     if [ -f .mlx-wheels/ptx-stack/ptx.tgz ]; then mkdir -p "$MLX_PTX_CACHE_DIR" && tar -C "$MLX_PTX_CACHE_DIR" -xzf .mlx-wheels/ptx-stack/ptx.tgz; fi
+    if [ ! -f /tmp/sweeps/gpu_stack/study.journal ] && [ -f .mlx-wheels/study/sweep_gpu_stack.tgz ]; then
+      mkdir -p /tmp/sweeps "$LAYA_OPT_CACHE_DIR" && tar -C /tmp/sweeps -xzf .mlx-wheels/study/sweep_gpu_stack.tgz || exit 1
+      [ ! -f .mlx-wheels/study/study_cache.tgz ] || tar -C "$LAYA_OPT_CACHE_DIR" -xzf .mlx-wheels/study/study_cache.tgz || exit 1
+      echo "study: carried back from an earlier call"
+    fi
     [ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
       .whl/sweep/*.whl || exit 1
     resume=""; [ -f /tmp/sweeps/gpu_stack/study.journal ] && resume=--resume
@@ -109,6 +121,7 @@ case "$step" in
     nvidia-smi --query-gpu=name,driver_version --format=csv >> /tmp/sweeps/versions.txt
     echo "MLX_USE_CUDA_GRAPHS=${MLX_USE_CUDA_GRAPHS:-unset}" >> /tmp/sweeps/versions.txt
     tar -C /tmp/sweeps -czf "$OUT/sweep_gpu_stack.tgz" .
+    [ ! -d "$LAYA_OPT_CACHE_DIR" ] || tar -C "$LAYA_OPT_CACHE_DIR" -czf "$OUT/study_cache.tgz" .
     tar -C "$MLX_PTX_CACHE_DIR" -czf "$OUT/ptx_stack.tgz" . ;;
   diag)  # 2026-12-06: head_prune_final's parameters one by one, its forward request by request, and why
           # fused_encoder is rejected on `gate`

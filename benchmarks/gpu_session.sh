@@ -31,6 +31,9 @@ set -uo pipefail
 step=${1:?step: part N | explore | sweep | h2h ARCH}
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site LAYA_CUDA_AMP=fp16
 # Caches on the machine's disk: MLX's compiled kernels and torch.compile's artefacts survive between calls.
+# CALL_S: the seconds this call may run (the device's 600 s limit less a margin), lower when the session's device
+# time left is less; every step ends its work, and tars its results, before it.
+CALL_S=${CALL_S:-585}
 export MLX_PTX_CACHE_DIR=/tmp/mlx-ptx TORCHINDUCTOR_CACHE_DIR=/tmp/inductor LAYA_INDUCTOR_CACHE_DIR=/tmp/inductor
 mkdir -p /tmp/mlxw /tmp/site "$OUT"
 
@@ -86,7 +89,7 @@ case "$step" in
   sweep)  # MLX's CUDA graph size and cache, against the host-bound short-1 (benchmarks/gpu_env_sweep.py)
     install
     ckpt=$(checkpoint laya-large)
-    left=$((585 - SECONDS))
+    left=$((CALL_S - SECONDS))
     timeout $((left - 5)) python3 benchmarks/gpu_env_sweep.py --checkpoint "$ckpt" --out "$OUT/env_sweep_laya-large.json" \
       --budget-s $((left - 100)) 2>&1 | tail -40 ;;
   study)  # the GPU sweep of the performance passes, its budget cut to what is left of this call. MLX compiles each
@@ -110,12 +113,12 @@ case "$step" in
     [ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
       .whl/sweep/*.whl || exit 1
     resume=""; [ -f /tmp/sweeps/gpu_stack/study.journal ] && resume=--resume
-    minutes=$(python3 -c "print(round(max(1.0, (585 - $SECONDS - 60) / 60), 2))")
+    minutes=$(python3 -c "print(round(max(1.0, ($CALL_S - $SECONDS - 60) / 60), 2))")
     # A copy beside the original (its base path is relative), results on the machine's disk between calls.
     sed -e "s|^output_dir: .*|output_dir: /tmp/sweeps|" -e "s|minutes: [0-9.]*|minutes: $minutes|" \
       experiments/sweeps/gpu_stack.yaml > experiments/sweeps/gpu_stack_device.yaml
     echo "study: $minutes minutes ${resume:-(new)}"
-    (cd /tmp && timeout $((585 - SECONDS - 15)) python3 -m laya_opt.cli sweep "$OLDPWD/experiments/sweeps/gpu_stack_device.yaml" \
+    (cd /tmp && timeout $((CALL_S - SECONDS - 15)) python3 -m laya_opt.cli sweep "$OLDPWD/experiments/sweeps/gpu_stack_device.yaml" \
       $resume --quiet 2>&1 | tail -60)
     python3 -c "import mlx.core as mx, optuna; print('mlx', mx.__version__, 'optuna', optuna.__version__)" > /tmp/sweeps/versions.txt
     nvidia-smi --query-gpu=name,driver_version --format=csv >> /tmp/sweeps/versions.txt
@@ -142,7 +145,7 @@ PY
     (cd /tmp && timeout 150 python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" --stages 3 \
       --passes masks_once,qkv_views,head_prune_final --out "$OUT/locate_prune.json" 2>&1 | tail -25)
     printf 'name: fused_only\ncheckpoint: standin\nreference_dtype: float32\ncandidate_dtype: float16\nsuites: [gate]\npasses:\n  - {name: fused_encoder, on_fail: reject}\n' > /tmp/fused_only.yaml
-    (cd /tmp && timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli run /tmp/fused_only.yaml --no-bench \
+    (cd /tmp && timeout $((CALL_S - SECONDS - 10)) python3 -m laya_opt.cli run /tmp/fused_only.yaml --no-bench \
       --output-dir /tmp/runs > "$OUT/fused_only.txt" 2>&1)
     tail -5 "$OUT/fused_only.txt"
     report=$(ls /tmp/runs/fused_only*/report.md 2>/dev/null | head -1)
@@ -155,17 +158,17 @@ PY
       "$OLDPWD/benchmarks/gpu_fault_locate.py" --passes "$PASSES" --stages "$STAGES" \
       $([ -n "${FIRST:-}" ] && echo --first "$FIRST" || echo --only "$INDEX") > "$OUT/sanitizer.txt" 2>&1)
     grep -v "^ *[0-9a-f]*$" "$OUT/sanitizer.txt" | grep -m 30 -E "Invalid|isaligned|at 0x|thread|kernel|=====" | head -30
-    (cd /tmp && timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli calibrate-gates --suite gate --dtype float32 \
+    (cd /tmp && timeout $((CALL_S - SECONDS - 10)) python3 -m laya_opt.cli calibrate-gates --suite gate --dtype float32 \
       --dtype float16 --noise-sample 128 --out "$OUT/standin_cuda.yaml" > "$OUT/calibrate.txt" 2>&1)
     tail -5 "$OUT/calibrate.txt" ;;
   nographs)  # the stack PASSES (first STAGES) on `gate` request by request with MLX's CUDA graphs off
     install
-    (cd /tmp && MLX_USE_CUDA_GRAPHS=0 timeout $((585 - SECONDS - 10)) python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" \
+    (cd /tmp && MLX_USE_CUDA_GRAPHS=0 timeout $((CALL_S - SECONDS - 10)) python3 "$OLDPWD/benchmarks/gpu_fault_locate.py" \
       --passes "$PASSES" --stages "$STAGES" --out "$OUT/nographs.json" 2>&1 | grep -v "^  \"" | tail -12) ;;
   drift)  # parent and candidate stacks against float32 on `gate` (benchmarks/drift_to_reference.py): does an
           # exact float16 kernel pass sit closer to float32 than its parent? PARENT, CANDIDATE: pass lists
     install
-    (cd /tmp && timeout $((585 - SECONDS - 10)) python3 "$OLDPWD/benchmarks/drift_to_reference.py" \
+    (cd /tmp && timeout $((CALL_S - SECONDS - 10)) python3 "$OLDPWD/benchmarks/drift_to_reference.py" \
       --parent "${PARENT:-masks_once,qkv_views}" --candidate "${CANDIDATE:-fused_encoder}" --suite gate \
       ${FIRST:+--first "$FIRST"} --out "$OUT/drift.json" 2>&1 | tail -8) ;;
   graphcache)  # the fault against MLX's CUDA graph executable cache (400 entries by default): the stack PASSES
@@ -189,13 +192,13 @@ PY
     if [ -n "$found" ]; then
       index=$(python3 -c "import json; print(json.load(open('$OUT/locate_$found.json'))['fault']['index'])")
       echo "fault at stage $found, request $index: compute-sanitizer"
-      (cd /tmp && timeout $((585 - SECONDS - 10)) compute-sanitizer --tool memcheck --print-limit 5 python3 \
+      (cd /tmp && timeout $((CALL_S - SECONDS - 10)) compute-sanitizer --tool memcheck --print-limit 5 python3 \
         "$OLDPWD/benchmarks/gpu_fault_locate.py" --stages $found --only "$index" > "$OUT/sanitizer.txt" 2>&1)
       grep -m 20 -E "Invalid|Misaligned|at 0x|by thread|in .*kernel|Saved host backtrace|=========" \
         "$OUT/sanitizer.txt" | head -40
     else  # every forward ran clean: the fault is elsewhere in a gated run (probes, determinism re-runs)
       echo "no forward faulted: the gated run, stage by stage"
-      (cd /tmp && CUDA_LAUNCH_BLOCKING=1 timeout $((585 - SECONDS - 10)) python3 -m laya_opt.cli run \
+      (cd /tmp && CUDA_LAUNCH_BLOCKING=1 timeout $((CALL_S - SECONDS - 10)) python3 -m laya_opt.cli run \
         "$OLDPWD/experiments/stack_gpu.yaml" --no-bench --output-dir /tmp/runs > "$OUT/run.txt" 2>&1)
       tail -40 "$OUT/run.txt"
     fi ;;
@@ -205,7 +208,7 @@ PY
     arch=${2:?arch} budget=${3:-450}
     ckpt=$(checkpoint "$arch")
     # The device kills a call at 600 s: leave time for writing and the tar, whatever install took.
-    left=$((585 - SECONDS)); [ "$budget" -gt $((left - 45)) ] && budget=$((left - 45))
+    left=$((CALL_S - SECONDS)); [ "$budget" -gt $((left - 45)) ] && budget=$((left - 45))
     echo "h2h $arch: budget ${budget}s (${SECONDS}s spent installing)"
     (cd /tmp && timeout $((left - 10)) python3 -m laya_opt.cli bench "$OLDPWD/experiments/stack_gpu.yaml" \
       --checkpoint "$ckpt" \

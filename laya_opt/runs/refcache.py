@@ -12,6 +12,10 @@ key component is the same:
 - MLX version, backend, default device and the BLAS behind CPU matmuls, with its thread count on the CPU
   (OpenBLAS splits a matmul by thread count, which moves float32 rounding: 1 and 2 threads give different
   bits, so a Ray worker's one-thread trial must not reuse a two-thread process's reference);
+- hardware: the device's name and architecture as MLX reports them (`mx.device_info()`: the GPU model, e.g. an
+  H100 or an H200, whose GEMM kernels differ; the CPU's model, whose instruction set picks the BLAS's
+  kernels), since "Device(gpu, 0)" is the same string on every GPU and a cache directory can be shared by
+  machines (Ray workers, a carried device study);
 - source: the SHA-256 of every laya_opt source file the evaluation imports, found by reading their
   imports (so it works from a wheel as from a checkout, and an edit to the model code is a miss).
 
@@ -160,10 +164,18 @@ def reference_key(reference: Runtime, requests: Sequence[EvalRequest], checkpoin
         "mlx": platform["versions"]["mlx"],
         "backend": platform["backend"],
         "device": platform["device"],
+        "hardware": hardware(platform),
         "blas": platform["blas"]["library"],
         "blas_threads": blas_threads() if platform["backend"] == "cpu" else None,
         "source": source_digest(),
     })
+
+
+def hardware(platform: dict) -> dict:
+    """The device's model in `platform["device_info"]`: its name and architecture only (the rest, e.g. memory
+    sizes, does not change an output)."""
+    info = platform["device_info"]
+    return {name: info.get(name) for name in ("device_name", "architecture")}
 
 
 def blas_threads() -> int | None:

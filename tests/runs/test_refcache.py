@@ -131,9 +131,12 @@ def test_a_changed_dtype_or_batch_size_never_reuses_an_entry(reference, tiny_che
 
 
 @pytest.mark.parametrize("change", [("versions", "mlx", "0.0.1"), ("backend", None, "metal"),
-                                    ("device", None, "Device(gpu, 0)"), ("blas", "library", "/lib/libblas.so.3")])
+                                    ("device", None, "Device(gpu, 0)"), ("blas", "library", "/lib/libblas.so.3"),
+                                    ("device_info", "device_name", "NVIDIA H200"),
+                                    ("device_info", "architecture", "sm_90")])
 def test_a_changed_mlx_version_backend_device_or_blas_never_reuses_an_entry(change, reference, tiny_checkpoint_dir,
                                                                            platform):
+    """The device model counts too: "Device(gpu, 0)" is the same string on an H100 and an H200."""
     section, name, value = change
     other = json.loads(json.dumps(platform))
     if name is None:
@@ -141,6 +144,15 @@ def test_a_changed_mlx_version_backend_device_or_blas_never_reuses_an_entry(chan
     else:
         other[section][name] = value
     assert key_for(reference, tiny_checkpoint_dir, REQUESTS, other).digest != \
+        key_for(reference, tiny_checkpoint_dir, REQUESTS, platform).digest
+
+
+def test_device_facts_that_change_no_output_keep_the_key(reference, tiny_checkpoint_dir, platform):
+    """Only the device's name and architecture enter the key: a memory size or a free-memory reading must not
+    make every run a miss."""
+    other = json.loads(json.dumps(platform))
+    other["device_info"] = {**other["device_info"], "memory_size": 1 << 40, "free_memory": 12345}
+    assert key_for(reference, tiny_checkpoint_dir, REQUESTS, other).digest == \
         key_for(reference, tiny_checkpoint_dir, REQUESTS, platform).digest
 
 

@@ -63,6 +63,8 @@ def _verdict(row: Mapping) -> str:
         return "cut (budget)"
     if row.get("crashed"):
         return "crashed"
+    if row.get("interrupted"):
+        return "interrupted"
     if row.get("state") != "COMPLETE":
         return row.get("state", "?").lower()
     return "pass" if row.get("passed") else "FAIL"

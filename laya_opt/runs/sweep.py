@@ -203,6 +203,24 @@ def open_study(sweep: Sweep, create: bool):
     return study
 
 
+def sweep_running(directory: Path) -> bool:
+    """Whether a sweep holds this study's lock now (a trial it left RUNNING may still be running)."""
+    try:
+        with sweep_lock(directory):
+            return False
+    except InputError:
+        return True
+
+
+def mark_interrupted(row: dict) -> dict:
+    """A trial left RUNNING by a sweep that is no longer running (killed, terminated): reported as interrupted."""
+    if row["state"] != "RUNNING":
+        return row
+    return {**row, "interrupted": True,
+            "note": "its sweep stopped before the trial finished; --resume records it from its published "
+                    "results directory or runs its settings again"}
+
+
 @contextmanager
 def sweep_lock(directory: Path) -> Iterator[None]:
     with open(directory / LOCK, "w") as handle:
@@ -308,6 +326,8 @@ def report(sweep: Sweep) -> SweepOutcome:
     if not (sweep.results_dir / JOURNAL).is_file():
         raise InputError(f"--report: {sweep.results_dir / JOURNAL} does not exist; run the sweep first")
     rows = trial_rows(open_study(sweep, create=False))
+    if not sweep_running(sweep.results_dir):
+        rows = tuple(mark_interrupted(row) for row in rows)
     meta = {"objectives": list(sweep.objectives), "sampler": sweep.sampler, "seed": sweep.seed,
             "speedup_label": f"p50 {sweep.speedup.mode} on {sweep.speedup.workload}",
             "base": str(sweep.base_path), "source": str(sweep.source)}

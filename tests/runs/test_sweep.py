@@ -19,8 +19,8 @@ from processes import process_alive, signal_once_marked
 
 from laya_opt.cli import main
 from laya_opt.runs import sweep as sweep_module
-from laya_opt.runs.sweep import (JOURNAL, TRIALS, BudgetExhausted, budget_check, execute_trial, open_study, run_sweep,
-                                 trial_rows)
+from laya_opt.runs.sweep import (JOURNAL, TRIALS, BudgetExhausted, budget_check, execute_trial, open_study, report,
+                                 run_sweep, sweep_lock, trial_rows)
 from laya_opt.runs.sweep_file import load_sweep
 from laya_opt.util.errors import ExperimentError, InputError
 
@@ -280,6 +280,11 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
         time.sleep(0.1)
     sweep = load_sweep(path)
     assert [row["state"] for row in trial_rows(open_study(sweep, create=False))] == ["RUNNING"]
+    with sweep_lock(sweep.results_dir):   # a sweep holds the study: its RUNNING trial may be running
+        assert [row.get("interrupted") for row in report(sweep).rows] == [None]
+    stopped = report(sweep)                # no sweep holds it: the trial was interrupted, and says so
+    assert [row.get("interrupted") for row in stopped.rows] == [True]
+    assert "| 0 | interrupted |" in (sweep.results_dir / "frontier.md").read_text()
 
     raw["passes"][-1]["config"]["seconds"] = 0.0  # the resumed trials do not wait
     base_file.write_text(yaml.safe_dump(raw))

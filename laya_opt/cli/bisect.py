@@ -24,8 +24,8 @@ FOUND_NOTHING = 3   # a gate fails and no verified exclusion list makes the stac
 def bisect(experiment_file: str, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...],
            rerun: int | None, unit: str, as_json: bool) -> None:
     """Find why EXPERIMENT_FILE fails its gates: the first pass whose addition fails, then, for a pass that
-    changes parameters (quantize_encoder), the encoder layers ranked by the argmax flips and max |dp| each
-    one causes alone, and the fewest top-ranked layers whose exclusion makes the stack pass, verified by
+    changes parameters (quantize_encoder), the encoder layers ranked by the decisive answers, then all the
+    answers, each one changes alone, and the fewest top-ranked layers whose exclusion makes the stack pass, verified by
     re-running the gates. Exit 0 when nothing fails or the suggestion is verified, 3 otherwise.
     """
     from laya_opt.runs.bisect import as_json as bisect_json, bisect_experiment, print_bisect

@@ -8,13 +8,13 @@
 # follow the checkpoint (checkpoints/laya-tiny/TRAINING.md, docs/gates.md). Steps, each logged to WORK_DIR:
 #   1. copy the checkpoint into checkpoints/laya-tiny/ (all but the hand-written TRAINING.md; the trainer's
 #      report goes to WORK_DIR/report.md for logs/)
-#   2. rebuild the gate suite under it (laya_opt.fidelity.make_gate_suite; about 5 minutes)
-#   3. calibrate the gates on it (laya-opt calibrate-gates --suite gate --noise-sample 128; about 45 minutes)
-#   4. the verdict table, in two processes side by side (tools/verdict_table.py --only ...; about 40 minutes)
-#   5. suite_report on every bundled suite (about 6 minutes)
-# About 95 minutes on 2 CPU cores for run 6 (512-token checkpoints read more: run 9 took longer). What is left by
-# hand is printed at the end: the numbers quoted in README.md, docs/standin.md, docs/gates.md and TRAINING.md,
-# and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
+#   2. rebuild the gate suite under it (laya_opt.fidelity.make_gate_suite)
+#   3. calibrate the gates on it (laya-opt calibrate-gates --suite gate --noise-sample 128)
+#   4. the verdict table, in two processes side by side (tools/verdict_table.py --only ...)
+#   5. suite_report on every bundled suite
+# On 2 CPU cores, run 6 took about 95 minutes; run 9, with 512-token inputs and rarer near ties, 2 h 41 (steps 2-5:
+# 40, 64, 49 and 9 minutes). What is left by hand is printed at the end: the numbers quoted in README.md,
+# docs/standin.md, docs/gates.md and TRAINING.md, and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
 # earlier, interrupted call, whose step 1 put NEW_CHECKPOINT in place (a reship can outlast a session).
 set -euo pipefail
 usage="usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR [FROM_STEP]"

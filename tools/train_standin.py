@@ -243,6 +243,8 @@ def smoothed_nll(log_probs, labels, marker_mask, smoothing):
     """Per-row cross-entropy with label smoothing `smoothing` (a number, or one per row) spread over the
     question's own options only (padded slots hold MASKED_LOGIT)."""
     nll = -mx.take_along_axis(log_probs, labels[:, None], axis=1)[:, 0]
+    if isinstance(smoothing, (int, float)) and smoothing == 0:   # the default: no uniform term in the step
+        return nll
     uniform = -mx.where(marker_mask, log_probs, 0.0).sum(axis=1) / mx.maximum(marker_mask.sum(axis=1), 1)
     return (1 - smoothing) * nll + smoothing * uniform
 
@@ -407,9 +409,8 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 # the model's shape or the schedule. (The per-call limit --max-total-seconds may differ.)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "hard_label_smoothing", "warmup",
-               "multiple",
-               "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite", "validation_suite",
-               "keep_best", "training_paraphrases", "varied_topics", "max_len", "head_max_len")
+               "multiple", "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite",
+               "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "max_len", "head_max_len")
 
 
 def state_dir(out: Path) -> Path:

@@ -1,7 +1,7 @@
 r"""How well can temperatures calibrate a checkpoint? ECE per suite under several temperature tables.
 
     python tools/temperature_bounds.py [--checkpoint standin] [--fit validation] [--suite heldout --suite
-        heldout_hard] [--json]
+        heldout_hard] [--by-type] [--json]
 
 Issue 22 asks for ECE <= 0.05 on every held-out suite. A checkpoint's temperatures are fitted on one suite
 (`--calib-suite` of tools/train_standin.py) and one per question type, or per type and option bucket
@@ -19,6 +19,11 @@ from the raw option logits, computes each suite's ECE (max p, 10 bins, as the ch
   checkpoint cannot carry this map), so the row only says whether the limit is the calibration family or the
   fitting data: when the map fitted on `--fit` calibrates the `--suite`s, the shape of one temperature per
   cell is what falls short.
+
+`--by-type` prints, instead, where the calibration error comes from: per suite and question type, the count,
+the accuracy and the mean top-1 probability, and the ECE at T = 1 and under the checkpoint's tables. A type
+whose accuracy moves from suite to suite while its confidence stays (the run-9 stand-in's noul questions) is
+one no table fitted on another suite can calibrate.
 
 The fits are coordinate descent over a log-spaced grid within the clamp range [0.5, 5] (decode's), from
 T = 1; each step keeps the best grid value, so no fit is worse than where it started.
@@ -153,11 +158,31 @@ def bounds(answers: dict[str, list[Answer]], fit_suite: str, targets: list[str],
     return rows
 
 
+def by_type(answers: dict[str, list[Answer]], own: Calibration) -> list[dict]:
+    """One row per suite and question type: n, accuracy, mean top-1 probability and ECE, at T = 1 and own."""
+    rows = []
+    for name, suite in answers.items():
+        for kind in QTYPES:
+            chosen = [a for a in suite if a.type_name == kind]
+            if not chosen:
+                continue
+            row = {"suite": name, "type": kind, "n": len(chosen),
+                   "accuracy": round(float(np.mean([a.correct for a in chosen])), 4)}
+            for label, calibration in (("t1", table({})), ("own", own)):
+                confidence = [float(probability_rows(kind, a.logits[None], calibration)[0].max()) for a in chosen]
+                row[f"confidence_{label}"] = round(float(np.mean(confidence)), 4)
+                row[f"ece_{label}"] = round(ece(confidence, [a.correct for a in chosen]), 4)
+            rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default="standin", help="checkpoint directory, or standin (default)")
     parser.add_argument("--fit", default="validation", help="the suite temperatures are fitted on")
     parser.add_argument("--suite", action="append", help="a suite to report (repeat; default heldout, heldout_hard)")
+    parser.add_argument("--by-type", action="store_true",
+                        help="instead: accuracy, confidence and ECE per suite and question type (T = 1 and own)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     targets = args.suite or ["heldout", "heldout_hard"]
@@ -167,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     except (LayaError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.by_type:
+        rows = by_type(answers, runtime.calibration)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+            return 0
+        print("| suite | type | n | accuracy | confidence T = 1 | ECE T = 1 | confidence (own) | ECE (own) |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['suite']} | {r['type']} | {r['n']} | {r['accuracy']:.3f} | {r['confidence_t1']:.3f} | "
+                  f"{r['ece_t1']:.3f} | {r['confidence_own']:.3f} | {r['ece_own']:.3f} |")
+        return 0
     rows = bounds(answers, args.fit, targets, runtime.calibration)
     if args.json:
         print(json.dumps(rows, indent=1))

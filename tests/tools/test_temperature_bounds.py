@@ -68,3 +68,25 @@ def test_isotonic_is_the_monotone_fit_that_keeps_each_block_mean():
     xs, ys = tool.isotonic(x, y.astype(float))
     assert np.all(np.diff(ys) >= 0) and np.all(np.diff(xs) > 0)   # monotone: no violating pair is left
     assert float(np.interp(x, xs, ys).mean()) == pytest.approx(y.mean(), abs=0.05)
+
+
+def test_by_type_rows_count_every_question_once_and_match_the_checker(tiny_checkpoint_dir, suites, capsys):
+    fit, target = suites
+    assert tool.main(["--checkpoint", str(tiny_checkpoint_dir), "--fit", fit, "--suite", target, "--by-type",
+                      "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    runtime = load_runtime(tiny_checkpoint_dir, "float32")
+    for suite in (fit, target):
+        questions = [q for q in evaluate(runtime, suite_requests([load_suite(suite)])).questions
+                     if q.label_index is not None]
+        mine = [r for r in rows if r["suite"] == suite]
+        assert sum(r["n"] for r in mine) == len(questions)
+        for r in mine:   # own-table confidence and accuracy are the checker's, type by type
+            chosen = [q for q in questions if q.type_name == r["type"]]
+            assert r["accuracy"] == pytest.approx(np.mean([q.correct for q in chosen]), abs=1e-4)
+            assert r["confidence_own"] == pytest.approx(np.mean([q.probabilities.max() for q in chosen]), abs=1e-4)
+            assert r["ece_own"] == pytest.approx(outputs_ece(chosen), abs=1e-4)
+            assert 0.0 <= r["ece_t1"] <= 1.0 and 0.0 < r["confidence_t1"] <= 1.0
+    assert tool.main(["--checkpoint", str(tiny_checkpoint_dir), "--fit", fit, "--suite", target, "--by-type"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| suite | type | n |") and len(table) == 2 + len(rows)

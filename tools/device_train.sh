@@ -6,54 +6,68 @@
 # resumes from a state kept on the machine (the trainer's --resume; checkpoints/laya-tiny/TRAINING.md).
 #
 #   bash tools/device_train.sh wheel DIR              # copy one wheel part (a folder) to /tmp/mlxw
+#   bash tools/device_train.sh install                # join and install the wheel (train does it too)
 #   bash tools/device_train.sh train TOTAL [ARGS...]  # train; TOTAL = training seconds of the whole run
 #
 # Every `train` call installs the wheel from /tmp/mlxw if the machine has none yet, trains until its
-# call budget (CALL_SECONDS, default 585) is nearly spent, keeps the state under /tmp/train, and
+# call budget (CALL_SECONDS, default 585) is nearly spent, keeps the state under $WORK, and
 # copies into $OUT: the log; while the schedule runs on, the state's metadata and the weights so far as
 # a float16 checkpoint (snapshot.tgz, for --init-from if the machine is lost with the AdamW state); MLX's
 # compiled-kernel cache (ptx.tgz: a fresh machine skips the ~300 s kernel compilation by unpacking it into
 # $MLX_PTX_CACHE_DIR); and, once the schedule is complete, the checkpoint (standin.tgz). Run the same `train` command again, within the
 # machine's idle window, until the log says the checkpoint was written. ARGS override the recipe below
 # (argparse keeps the last value of a repeated option).
+#
+# WORK (default /tmp/train) is the run's folder on the machine: two runs with their own WORK and OUT (a
+# subfolder of the call's $OUT each) train side by side in one call, sharing the GPU and the kernel cache;
+# install first, so that they do not both join the wheel:
+#   bash tools/device_train.sh install && { WORK=/tmp/ta OUT=$OUT/a bash tools/device_train.sh train 480 A... &
+#     WORK=/tmp/tb OUT=$OUT/b bash tools/device_train.sh train 480 B...; wait; }
 set -euo pipefail
-step="${1:?usage: device_train.sh wheel DIR | train TOTAL_SECONDS [ARGS...]}"
+step="${1:?usage: device_train.sh wheel DIR | install | train TOTAL_SECONDS [ARGS...]}"
 shift
-work=/tmp/train
+work="${WORK:-/tmp/train}"
 export MLX_PTX_CACHE_DIR="${MLX_PTX_CACHE_DIR:-/tmp/ptx}"
+python="${PYTHON:-python3}"
+
+install_wheel() {
+  # The machine's own Python has MLX's dependencies; MLX itself comes from the carried wheel, unless
+  # the Python already imports it (a CPU rehearsal of this script).
+  if ! "$python" -c "import mlx.core" 2>/dev/null && [ ! -d /tmp/site/mlx ]; then
+    if ls /tmp/mlxw/cuda.part.* >/dev/null 2>&1; then
+      cat /tmp/mlxw/cuda.part.* > "/tmp/mlxw/${WHEEL_NAME:?WHEEL_NAME (the CUDA wheel file name) is not set}"
+      rm /tmp/mlxw/cuda.part.*
+    fi
+    "$python" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/mlxw/*.whl
+  fi
+}
 
 case "$step" in
   wheel)
     mkdir -p /tmp/mlxw && cp "${1:?wheel part folder}"/* /tmp/mlxw/
     ls -la /tmp/mlxw
     exit 0 ;;
+  install)
+    install_wheel
+    exit 0 ;;
   train) ;;
-  *) echo "error: unknown step '$step' (wheel | train)" >&2; exit 2 ;;
+  *) echo "error: unknown step '$step' (wheel | install | train)" >&2; exit 2 ;;
 esac
 
 total="${1:?training seconds of the whole run}"
 shift
 : "${OUT:?OUT, the output folder of the device call, is not set}"
-python="${PYTHON:-python3}"
-
-# The machine's own Python has MLX's dependencies; MLX itself comes from the carried wheel, unless
-# the Python already imports it (a CPU rehearsal of this script).
-if ! "$python" -c "import mlx.core" 2>/dev/null && [ ! -d /tmp/site/mlx ]; then
-  if ls /tmp/mlxw/cuda.part.* >/dev/null 2>&1; then
-    cat /tmp/mlxw/cuda.part.* > "/tmp/mlxw/${WHEEL_NAME:?WHEEL_NAME (the CUDA wheel file name) is not set}"
-    rm /tmp/mlxw/cuda.part.*
-  fi
-  "$python" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/mlxw/*.whl
-fi
+install_wheel
 
 # The project's packages as they install (passes/, fidelity/ and checkpoints/ live under laya_opt).
-rm -rf /tmp/pkg && mkdir -p /tmp/pkg
-cp -r laya_opt /tmp/pkg/laya_opt
-cp -r passes /tmp/pkg/laya_opt/passes
-cp -r fidelity /tmp/pkg/laya_opt/fidelity
-cp -r checkpoints /tmp/pkg/laya_opt/checkpoints
-export PYTHONPATH="/tmp/site:/tmp/pkg${PYTHONPATH:+:$PYTHONPATH}"
-mkdir -p "$work" "$MLX_PTX_CACHE_DIR"
+pkg="$work/pkg"
+rm -rf "$pkg" && mkdir -p "$pkg"
+cp -r laya_opt "$pkg/laya_opt"
+cp -r passes "$pkg/laya_opt/passes"
+cp -r fidelity "$pkg/laya_opt/fidelity"
+cp -r checkpoints "$pkg/laya_opt/checkpoints"
+export PYTHONPATH="/tmp/site:$pkg${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$work" "$MLX_PTX_CACHE_DIR" "$OUT"
 
 status=0
 "$python" tools/train_standin.py --out "$work/R" --train-records 120000 --hard-fraction 0.5 \

@@ -97,7 +97,7 @@ from laya_opt.core.batching import collate
 from laya_opt.core.checkpoint import load_checkpoint
 from laya_opt.core.checkpoint_write import save_checkpoint
 from laya_opt.core.config import ARCHITECTURES, parse_agent_config, parse_encoder_config
-from laya_opt.util.errors import ConfigError
+from laya_opt.util.errors import ConfigError, LayaError
 from laya_opt.core.decode import calibration_from_tables
 from laya_opt.core.model import LayaModel
 from laya_opt.core.prompt import prepare_request
@@ -729,6 +729,11 @@ def main(argv=None) -> int:
         parser.error("--snapshot needs --resume (it is written when a call saves its state)")
     if args.hidden_size % 64:
         parser.error("--hidden-size must be a multiple of 64 (head_dim 64)")
+    if args.init_from and args.lexical_init:
+        # The identity Q/K blocks are a prior for random weights; on trained ones they would overwrite the
+        # full-attention layers' learnt queries and keys (device_train.sh's recipe passes --lexical-init 1.0).
+        print("--init-from: starting from trained weights, so --lexical-init is not applied", flush=True)
+        args.lexical_init = 0.0
 
     started = time.time()
     fingerprint = resume_fingerprint(args)
@@ -746,6 +751,19 @@ def main(argv=None) -> int:
         agent = parse_agent_config(agent_raw, encoder)
     except ConfigError as error:   # e.g. head_max_len >= max_len, or max_len beyond the position table
         parser.error(f"--max-len/--head-max-len: {error}")
+    initial = None
+    if args.init_from:   # before the data: a checkpoint of another shape fails now, not after minutes of work
+        try:
+            initial = load_checkpoint(args.init_from, dtype="float32")
+        except (LayaError, OSError) as error:
+            parser.error(f"--init-from {args.init_from}: {error}")
+        mismatched = [f"{name} {have} (this run: {want})" for name, have, want in (
+            ("hidden_size", initial.encoder_config.hidden_size, encoder.hidden_size),
+            ("max_len", initial.agent_config.max_len, agent.max_len),
+            ("head_max_len", initial.agent_config.head_max_len, agent.head_max_len)) if have != want]
+        if mismatched:
+            parser.error(f"--init-from {args.init_from} has {', '.join(mismatched)}: give the same "
+                         "--hidden-size, --max-len and --head-max-len")
 
     for name in heldout_suites:   # a bad name fails before training, not after; nothing else is read from them
         suite_path(name, "--heldout-suite")
@@ -770,8 +788,8 @@ def main(argv=None) -> int:
         mx.fast.scaled_dot_product_attention = plain_attention
     mx.set_cache_limit(int(args.cache_limit_gb * 2**30))  # many padded shapes: keep the buffer cache bounded
     mx.random.seed(args.seed)
-    if args.init_from:
-        model = load_checkpoint(args.init_from, dtype="float32").model
+    if initial is not None:
+        model = initial.model
     else:
         model = LayaModel(encoder, agent)
     trainee = Trainee(model, MatchProbe(args.hidden_size))

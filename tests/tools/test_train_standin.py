@@ -437,6 +437,42 @@ def test_resume_refuses_a_state_saved_with_other_settings(tmp_path, capsys):
     assert refused.value.code == 2 and "--snapshot needs --resume" in capsys.readouterr().err
 
 
+def test_init_from_keeps_the_trained_weights_and_refuses_another_shape(tmp_path, capsys):
+    """--init-from starts from a checkpoint's weights: --lexical-init (device_train.sh's recipe passes 1.0)
+    must not overwrite its learnt queries and keys, and a checkpoint of another width or token budget is
+    refused before any data is prepared."""
+    from mlx.utils import tree_flatten
+    from train_standin import main
+
+    from laya_opt.core.checkpoint import load_checkpoint
+    common = ["--data-cache", tmp_path / "data.npz", "--train-records", "60", "--batch-size", "8", "--workers", "1",
+              "--hidden-size", "64", "--eval-every", "100", "--heldout-suite", "smoke", "--calib-suite", "smoke",
+              "--validation-suite", _small_validation(tmp_path)]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main([str(a) for a in ["--out", first, *common, "--steps", "3"]]) == 0   # random Q/K, no identity
+    capsys.readouterr()
+    assert main([str(a) for a in ["--out", second, *common, "--steps", "1", "--lr", "1e-9", "--lexical-init", "1.0",
+                                  "--init-from", first]]) == 0
+    assert "--lexical-init is not applied" in capsys.readouterr().out
+    before = dict(tree_flatten(load_checkpoint(first, dtype="float32").model.parameters()))
+    after = dict(tree_flatten(load_checkpoint(second, dtype="float32").model.parameters()))
+    assert before.keys() == after.keys()
+    for name, value in before.items():   # one step at lr 1e-9: the float16 checkpoint holds the same weights
+        assert np.allclose(np.array(after[name]), np.array(value), atol=1e-3), name
+    recorded = json.loads((second / "rl_agent_config.json").read_text())["training"]
+    assert recorded["lexical_init"] == 0.0 and recorded["init_from"] == str(first)
+
+    for extra, message in ((["--hidden-size", "128"], "hidden_size 64 (this run: 128)"),
+                           (["--max-len", "320", "--head-max-len", "112"], "max_len 256 (this run: 320)")):
+        out = tmp_path / f"refused{len(extra)}"
+        with pytest.raises(SystemExit) as refused:
+            main([str(a) for a in ["--out", out, *common, "--steps", "1", "--init-from", first, *extra]])
+        assert refused.value.code == 2 and message in capsys.readouterr().err and not out.exists()
+    with pytest.raises(SystemExit) as refused:
+        main([str(a) for a in ["--out", tmp_path / "x", *common, "--init-from", tmp_path / "no_such_checkpoint"]])
+    assert refused.value.code == 2 and "no_such_checkpoint" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("budgets, message", [
     (["--max-len", "600"], "max_position_embeddings (512)"),
     (["--max-len", "256", "--head-max-len", "256"], "need 4 < head_max_len (256) < max_len (256)"),

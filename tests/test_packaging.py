@@ -28,12 +28,20 @@ output_dir: out
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def built(tmp_path_factory):
+    """(the wheel, what its build printed), built once per module."""
+    tmp = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp), str(ROOT)],
+                          check=True, capture_output=True, text=True)
+    (wheel,) = tmp.glob("laya_opt-*.whl")
+    return wheel, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, built):
     """(bin dir, environment) of a fresh venv holding only the wheel; dependencies come from this interpreter."""
     tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
-                   check=True, capture_output=True)
-    (wheel,) = (tmp / "dist").glob("laya_opt-*.whl")
+    wheel, _ = built
     # No pip inside the venv (ensurepip takes 5 s): this interpreter's pip installs into it (pip >= 22.3).
     outer_pip = tuple(int(part) for part in version("pip").split(".")[:2]) >= (22, 3)
     subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if outer_pip else []), str(tmp / "venv")],
@@ -50,6 +58,20 @@ def installed(tmp_path_factory):
 def run(installed, cwd, *args):
     bin_dir, env = installed
     return subprocess.run([str(arg) for arg in args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_the_wheel_holds_every_data_file_and_its_build_warns_of_no_package_left_out(built):
+    import zipfile
+    wheel, log = built
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = subprocess.run(["git", "ls-files", "laya_opt/core/cuda", "laya_opt/suites/data", "fidelity/gate_files",
+                              "checkpoints"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    data = [path for path in tracked if not path.endswith(".py") and "/logs/" not in path]   # logs stay home
+    assert len(data) > 20
+    # installed paths: passes/, fidelity/ and checkpoints/ live under laya_opt/
+    missing = [path for path in data if (path if path.startswith("laya_opt/") else f"laya_opt/{path}") not in names]
+    assert not missing
+    assert "is absent from the `packages` configuration" not in log
 
 
 def test_the_wheel_imports_under_laya_opt_only(installed, tmp_path):

@@ -8,7 +8,7 @@ Per suite, evaluated in FP32 by the fidelity checker (the gates' own metrics):
   `lexical_baseline`'s on the same questions; and overall next to the heuristic reading only what the
   model's input keeps (`lexical_baseline.predict_visible`: the token budgets cut long states and many
   options, and the tokenizer drops characters it lacks), which tells a weak model from a short budget;
-- ECE (`metrics.outputs_ece`);
+- ECE (`metrics.outputs_ece`), overall and by type;
 - the top-1 probability distribution (TOP1_EDGES bins). Saturated answers (p >= 0.99) hide drift: a
   pass can move the logits a lot without moving a saturated probability;
 - the decisive/near-tie split: near ties are questions whose top-two gap is under
@@ -51,7 +51,9 @@ def model_report(questions: Sequence[QuestionOutput]) -> dict:
     decisive = [q for q, m in zip(questions, margins) if m >= NEAR_TIE_MARGIN]
     report = {
         "overall": {"accuracy": accuracy(questions), "n": len(questions)},
-        "by_type": accuracy_by(questions, lambda q: q.type_name),
+        # ECE per type too: one type can carry a suite's whole calibration error (run 9's noul questions)
+        "by_type": {kind: {**row, "ece": outputs_ece([q for q in questions if q.type_name == kind])}
+                    for kind, row in accuracy_by(questions, lambda q: q.type_name).items()},
         "ece": outputs_ece(questions),
         "top1": top1_bins([q.answer_confidence for q in questions]),
         "decisive": {"n": len(decisive), "accuracy": accuracy(decisive) if decisive else None},
@@ -94,11 +96,17 @@ def markdown(reports: Sequence[dict]) -> str:
         [[r["suite"], *(f"{_pct(r['model']['by_type'][t]['accuracy'])} / {_pct(r['lexical']['by_type'][t]['accuracy'])}"
                         if t in r["model"]["by_type"] else "—" for t in types)] for r in reports],
         "l" + "r" * len(types))
+    ece_by_type = markdown_table(
+        ["suite", "ECE", *(f"{t} ECE" for t in types)],
+        [[r["suite"], _pct(r["model"]["ece"]),
+          *(_pct(r["model"]["by_type"].get(t, {}).get("ece")) for t in types)] for r in reports],
+        "l" + "r" * (len(types) + 1))
     bins = [b["bin"] for b in reports[0]["model"]["top1"]]
     top1 = markdown_table(["suite", *(f"p {b}" for b in bins)],
                           [[r["suite"], *(f"{b['share']:.2f}" for b in r["model"]["top1"])] for r in reports],
                           "l" + "r" * len(bins))
-    parts = [summary, "", by_type, "", "Share of questions by top-1 probability:", "", top1]
+    parts = [summary, "", by_type, "", "Calibration error (ECE) by type:", "", ece_by_type, "",
+             "Share of questions by top-1 probability:", "", top1]
     for r in reports:
         if "by_case" in r["model"]:
             cases = r["model"]["by_case"]

@@ -42,12 +42,14 @@ def test_model_report_splits_decisive_answers_from_near_ties():
     assert report["overall"] == {"accuracy": 0.5, "n": 4}
     assert report["near_tie"] == {"n": 1, "accuracy": 0.0} and report["decisive"] == {"n": 3, "accuracy": 2 / 3}
     assert report["ece"] == outputs_ece(questions)
+    assert report["by_type"]["choice"] == {"accuracy": 0.5, "n": 2, "ece": outputs_ece(questions[:2])}
+    assert report["by_type"]["noul"]["ece"] == outputs_ece(questions[2:3])
     assert report["by_case"] == {"choice/close": {"accuracy": 0.5, "n": 2}}
     assert report["top1"][-1]["share"] == 0.25
 
 
 def _fake(name: str, accuracy: float, lexical: float) -> dict:
-    by_type = {"noul": {"accuracy": accuracy, "n": 10}}
+    by_type = {"noul": {"accuracy": accuracy, "n": 10, "ece": 0.25}}
     return {"suite": name, "n": 10,
             "model": {"overall": {"accuracy": accuracy, "n": 10}, "by_type": by_type, "ece": 0.1,
                       "top1": top1_bins([0.6] * 10), "decisive": {"n": 9, "accuracy": accuracy},
@@ -61,6 +63,10 @@ def test_markdown_puts_the_baseline_and_the_margin_next_to_the_model():
     assert "| alpha | 10 | 0.900 | 0.400 | +0.500 | 0.200 | 0.100 | 9 (0.900) | 1 (—) |" in text
     assert "| beta | 10 | 0.500 | 0.600 | -0.100 |" in text
     assert "| alpha | 0.900 / 0.400 |" in text and "| alpha | 0.00 | 1.00 | 0.00 | 0.00 | 0.00 |" in text
+    assert "| suite | ECE | noul ECE |" in text and "| alpha | 0.100 | 0.250 |" in text
+    older = _fake("gamma", 0.5, 0.6)   # a report written before the per-type ECE: shown as missing
+    del older["model"]["by_type"]["noul"]["ece"]
+    assert "| gamma | 0.100 | — |" in markdown([older])
 
 
 def test_command_on_the_standin_and_a_bad_suite(capsys):

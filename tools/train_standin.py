@@ -19,7 +19,8 @@ a time limit that ends training first moves its end (the metrics record `stopped
 Steps:
 1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
    training wording, `laya_opt.suites.synthetic.hard_cases`) and tokenise them in --workers processes (reusing
-   --data-cache when it was built from the same inputs).
+   --data-cache when it was built from the same inputs). --varied-topics and --varied-noul-frames widen the
+   training templates with `laya_opt.suites.synthetic.topic_frames` (each flag gives another data stream).
 2. Build every question's model inputs and targets once (`standin_data.question_arrays`, in --workers
    processes) and move them to the device: one bank per padded length (a multiple of --multiple).
 3. Train with one compiled step: the host passes only a bank and a vector of row indices; the step
@@ -86,7 +87,8 @@ from laya_opt.suites.synthetic import lexicon
 from laya_opt.suites.synthetic.generator import iter_training_records
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
-from laya_opt.suites.synthetic.hard_cases import generate_hard
+from laya_opt.suites.synthetic.hard_cases import generate_hard, wording_for
+from laya_opt.suites.synthetic.topic_frames import with_noul_frames
 from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, is_near_tie
@@ -410,7 +412,8 @@ def batch_plan(bank_sizes: list[int], batch_size: int, seed: int, skip: int = 0)
 RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "lr", "action_weight", "aux_weight",
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "hard_label_smoothing", "warmup",
                "multiple", "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite",
-               "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "max_len", "head_max_len")
+               "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "varied_noul_frames",
+               "max_len", "head_max_len")
 
 
 def state_dir(out: Path) -> Path:
@@ -606,13 +609,17 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
                     paraphrased=args.training_paraphrases, varied_topics=args.varied_topics,
+                    varied_noul=args.varied_noul_frames,
                     generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
         return cached
     n_hard = round(args.hard_fraction * args.train_records)
-    records = generate_hard("train_paraphrased" if args.training_paraphrases else "train", n_hard, args.seed)
-    for record in iter_training_records(args.seed, varied_topics=args.varied_topics):
+    hard_split = "train_paraphrased" if args.training_paraphrases else "train"
+    hard_templates = with_noul_frames(wording_for(hard_split).templates) if args.varied_noul_frames else None
+    records = generate_hard(hard_split, n_hard, args.seed, hard_templates)
+    for record in iter_training_records(args.seed, varied_topics=args.varied_topics,
+                                        varied_noul=args.varied_noul_frames):
         if len(records) >= args.train_records:
             break
         records.append(record)
@@ -663,6 +670,9 @@ def main(argv=None) -> int:
     parser.add_argument("--varied-topics", action="store_true",
                         help="standard training states also state topics, urgencies and moods in the frames of "
                              "laya_opt.suites.synthetic.topic_frames (cue words among other words)")
+    parser.add_argument("--varied-noul-frames", action="store_true",
+                        help="noul questions (standard and hard) are also framed in topic_frames.NOUL_FRAMES "
+                             "(the training templates have two frames)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
     parser.add_argument("--hard-label-smoothing", type=float, default=None,
@@ -923,7 +933,7 @@ def main(argv=None) -> int:
                                "hard_fraction": args.hard_fraction, "label_smoothing": args.label_smoothing,
                                "hard_label_smoothing": args.hard_label_smoothing,
                                "training_paraphrases": args.training_paraphrases,
-                               "varied_topics": args.varied_topics,
+                               "varied_topics": args.varied_topics, "varied_noul_frames": args.varied_noul_frames,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -947,6 +957,7 @@ def main(argv=None) -> int:
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
+        "varied_noul_frames": args.varied_noul_frames,
         "label_smoothing": args.label_smoothing, "hard_label_smoothing": args.hard_label_smoothing,
         "warmup": args.warmup, "multiple": args.multiple,
         "max_len": agent.max_len, "head_max_len": agent.head_max_len,

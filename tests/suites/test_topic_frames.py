@@ -12,14 +12,15 @@ from laya_opt.suites.synthetic.generator import generate, iter_training_records
 from laya_opt.suites.synthetic.hard_cases import mentions
 from laya_opt.suites.synthetic.hard_templates import HELDOUT_HARD
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, templates_for
-from laya_opt.suites.synthetic.topic_frames import FRAMES, varied_group
+from laya_opt.suites.synthetic.hard_cases import generate_hard, wording_for
+from laya_opt.suites.synthetic.topic_frames import FRAMES, NOUL_FRAMES, varied_group, with_noul_frames
 
-PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}"}
+PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}", "noul": "{s}"}
 
 
 def _frames():
-    return [(kind, lang, frame) for kind, table in FRAMES.items() for lang, frames in table.items()
-            for frame in frames]
+    return [(kind, lang, frame) for kind, table in {**FRAMES, "noul": NOUL_FRAMES}.items()
+            for lang, frames in table.items() for frame in frames]
 
 
 def _terms(lang: str) -> list[str]:
@@ -62,7 +63,7 @@ def test_varied_stream_uses_the_frames_and_keeps_each_answer_in_its_cue():
     varied = list(itertools.islice(iter_training_records(3, varied_topics=True), 300))
     assert [r.to_json() for r in itertools.islice(iter_training_records(3), 300)] == [r.to_json() for r in plain]
     # each frame as its literal parts of more than three characters (a frame without one is not looked for)
-    framed = [kept for kind, _, frame in _frames()
+    framed = [kept for kind, _, frame in _frames() if kind != "noul"
               if (kept := [part for part in frame.split(PLACEHOLDER[kind]) if len(part.strip(" .。।")) > 3])]
 
     def framed_states(records) -> int:
@@ -78,3 +79,36 @@ def test_varied_stream_uses_the_frames_and_keeps_each_answer_in_its_cue():
 @pytest.mark.parametrize("kind", sorted(FRAMES))
 def test_every_language_has_frames(kind):
     assert set(FRAMES[kind]) == set(lx.LANGUAGES)
+
+
+def test_noul_frames_repeat_no_training_frame_and_negate_nothing():
+    train = templates_for("train").noul_frames
+    negations = {"en": " not ", "de": " nicht ", "fr": " pas ", "es": " no ", "ru": " не ", "zh": "不是",
+                 "ja": "ません", "hi": " नहीं "}
+    for lang in lx.LANGUAGES:
+        assert not set(NOUL_FRAMES[lang]) & set(train[lang]) and len(NOUL_FRAMES[lang]) >= 6
+        assert all(negations[lang] not in f" {frame} " for frame in NOUL_FRAMES[lang]), lang
+
+
+def test_noul_frames_reach_both_training_streams_and_leave_the_others_alone():
+    train = templates_for("train")
+    grown = with_noul_frames(train)
+    assert all(grown.noul_frames[lang] == train.noul_frames[lang] + NOUL_FRAMES[lang] for lang in lx.LANGUAGES)
+    assert grown.slots == train.slots and grown.instructions == train.instructions
+    plain = list(itertools.islice(iter_training_records(4), 300))
+    framed = list(itertools.islice(iter_training_records(4, varied_noul=True), 300))
+    topics = list(itertools.islice(iter_training_records(4, varied_topics=True), 300))
+    # the default and the topic-only streams are unchanged (runs 8 and 9 stay reproducible)
+    assert [r.to_json() for r in plain] == [r.to_json() for r in generate("train", 300, 4)]
+    both = list(itertools.islice(iter_training_records(4, varied_topics=True, varied_noul=False), 300))
+    assert [r.to_json() for r in both] == [r.to_json() for r in topics]
+
+    def noul_in_new_frames(records) -> int:
+        new = [frame.split("{s}") for frames in NOUL_FRAMES.values() for frame in frames]
+        return sum(1 for r in records for q in r.questions.values() if q["type"] == "noul" and any(
+            q["instructions"].startswith(pre) and q["instructions"].replace(" [MASK]", "").endswith(post)
+            and (pre or post) for pre, post in new))
+
+    assert noul_in_new_frames(plain) == 0 and noul_in_new_frames(framed) >= 50
+    hard = generate_hard("train_paraphrased", 200, 4, with_noul_frames(wording_for("train_paraphrased").templates))
+    assert noul_in_new_frames(generate_hard("train_paraphrased", 200, 4)) == 0 and noul_in_new_frames(hard) >= 20

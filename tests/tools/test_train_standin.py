@@ -331,21 +331,27 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
 
     splits = []
     real = train_standin.generate_hard
-    monkeypatch.setattr(train_standin, "generate_hard", lambda split, *rest: splits.append(split) or real(split, *rest))
     varied = []
     real_records = train_standin.iter_training_records
-    monkeypatch.setattr(train_standin, "iter_training_records",
-                        lambda seed, varied_topics: varied.append(varied_topics) or real_records(seed, varied_topics))
+    monkeypatch.setattr(train_standin, "iter_training_records", lambda seed, **flags: varied.append(flags) or
+                        real_records(seed, **flags))
+    templates = []
+    monkeypatch.setattr(train_standin, "generate_hard", lambda split, n, seed, group: splits.append(split) or
+                        templates.append(group) or real(split, n, seed, group))
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
     validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
-            "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--eval-every", "2",
+            "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--varied-noul-frames",
+            "--eval-every", "2",
             "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1",
             "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
-    assert varied == [True]                  # the standard records state their topics in the varied frames
+    # the standard records state their topics in the varied frames; both streams frame noul in NOUL_FRAMES
+    assert varied == [{"varied_topics": True, "varied_noul": True}]
+    from laya_opt.suites.synthetic.topic_frames import NOUL_FRAMES
+    assert templates[0].noul_frames["en"][-len(NOUL_FRAMES["en"]):] == NOUL_FRAMES["en"]
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
     assert "held-out accuracy" in printed and "lexical baseline" in printed
@@ -358,6 +364,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
+    assert metrics["varied_noul_frames"] is True
     assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]

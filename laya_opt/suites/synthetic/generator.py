@@ -25,7 +25,7 @@ from laya_opt.core.prompt import validate_question
 
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TemplateGroup, templates_for
-from laya_opt.suites.synthetic.topic_frames import varied_group
+from laya_opt.suites.synthetic.topic_frames import varied_group, with_noul_frames
 
 SPLITS = ("train", "calib", "heldout", "validation")
 KINDS = ("ticket", "email", "chat", "json", "log")
@@ -413,11 +413,14 @@ def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
         yield record
 
 
-def iter_training_records(seed: int, varied_topics: bool = False) -> Iterator[SuiteRecord]:
+def iter_training_records(seed: int, varied_topics: bool = False, varied_noul: bool = False) -> Iterator[SuiteRecord]:
     """Endless stream of `train` records; its first n equal `generate("train", n, seed)`.
 
-    varied_topics: state topics, urgencies and moods also in `topic_frames.FRAMES` (a different stream).
+    varied_topics: state topics, urgencies and moods also in `topic_frames.FRAMES`; varied_noul: frame noul
+    questions also in `topic_frames.NOUL_FRAMES` (each a different stream).
     """
-    tg = varied_group(templates_for("train")) if varied_topics else None
-    for record, _ in _stream("train", seed, tg):
+    tg = templates_for("train")
+    tg = varied_group(tg) if varied_topics else tg
+    tg = with_noul_frames(tg) if varied_noul else tg
+    for record, _ in _stream("train", seed, tg if (varied_topics or varied_noul) else None):
         yield record

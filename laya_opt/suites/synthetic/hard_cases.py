@@ -37,6 +37,7 @@ generator's streams.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import re
@@ -261,15 +262,19 @@ def _make_record(rng: random.Random, w: Wording, rid: str) -> SuiteRecord:
     return SuiteRecord(rid, state, questions, {case.family: case.label for case in cases}, tags)
 
 
-def iter_hard_records(split: str, seed: int) -> Iterator[SuiteRecord]:
-    """Endless stream of hard records of one wording; ids "hard-{split}-00000", ..."""
+def iter_hard_records(split: str, seed: int, templates: TemplateGroup | None = None) -> Iterator[SuiteRecord]:
+    """Endless stream of hard records of one wording; ids "hard-{split}-00000", ...
+
+    templates: in place of the wording's own group (training only: `topic_frames.with_noul_frames`)."""
     wording = wording_for(split)
+    if templates is not None:
+        wording = dataclasses.replace(wording, templates=templates)
     rng = random.Random(f"laya-fidelity-hard/{split}/{seed}")
     for i in itertools.count():
         yield _make_record(rng, wording, f"hard-{split}-{i:05d}")
 
 
-def generate_hard(split: str, n_records: int, seed: int) -> list[SuiteRecord]:
+def generate_hard(split: str, n_records: int, seed: int, templates: TemplateGroup | None = None) -> list[SuiteRecord]:
     if isinstance(n_records, bool) or not isinstance(n_records, int) or n_records < 0:
         raise ValueError(f"n_records must be a non-negative int, got {n_records!r}")
-    return list(itertools.islice(iter_hard_records(split, seed), n_records))
+    return list(itertools.islice(iter_hard_records(split, seed, templates), n_records))

@@ -1,4 +1,5 @@
-"""More ways to state a topic, an urgency or a mood in training states (train_standin.py --varied-topics).
+"""More ways to state a topic, an urgency or a mood in training states (train_standin.py --varied-topics), and
+to frame a noul question (--varied-noul-frames).
 
 The training templates state each of these in three fixed sentences per language ("I have a problem
 related to {kw}.", "Priority: {t}."). A model trained on them alone learns the frame as much as the cue:
@@ -58,6 +59,28 @@ ja=気持ちとしては{t}です。|率直に言って{t}です。|いろいろ
 hi=मैं सच में {t} हूँ।|सीधी बात, हम {t} हैं।|इन सबके बाद मैं {t} हूँ।
 """, "varied/mood"),
 }
+
+
+# Frames around a noul statement {s}. The training templates ask in two ("{s}", "True or false: {s}"), and a
+# model trained on them alone reads the frame as part of the fact: run 9 answered `validation`'s standard noul
+# questions right 80% of the time in their own frames and 99% with the same statements put in a training frame
+# (checkpoints/laya-tiny/TRAINING.md). Affirmative only: a frame that negated would flip the label.
+NOUL_FRAMES = _table("""
+en=Please confirm: {s}|Does this apply? {s}|Statement to verify: {s}|According to the ticket, is this so? {s}|Can we say this? {s}|Tell me if this is accurate: {s}|Question: {s}|{s} Correct?
+de=Bitte bestätigen: {s}|Gilt das? {s}|Zu prüfende Aussage: {s}|Laut Ticket – ist das so? {s}|Kann man das sagen? {s}|Sag mir, ob das stimmt: {s}|Frage: {s}|{s} Richtig?
+fr=Merci de confirmer : {s}|Est-ce que cela s'applique ? {s}|Affirmation à vérifier : {s}|D'après le ticket, est-ce le cas ? {s}|Peut-on dire cela ? {s}|Dis-moi si c'est exact : {s}|Question : {s}|{s} Correct ?
+es=Confirma, por favor: {s}|¿Esto aplica? {s}|Afirmación a verificar: {s}|Según el ticket, ¿es así? {s}|¿Se puede decir esto? {s}|Dime si es exacto: {s}|Pregunta: {s}|{s} ¿Correcto?
+ru=Подтверди, пожалуйста: {s}|Это применимо? {s}|Утверждение для проверки: {s}|По обращению это так? {s}|Можно ли так сказать? {s}|Скажи, точно ли это: {s}|Вопрос: {s}|{s} Верно?
+zh=请确认：{s}|这条适用吗？{s}|待核实的陈述：{s}|根据工单，是这样吗？{s}|可以这么说吗？{s}|告诉我这是否准确：{s}|问题：{s}|{s}对吗？
+ja=確認してください：{s}|これは当てはまりますか？{s}|検証する記述：{s}|チケットによると、そうですか？{s}|そう言えますか？{s}|正確かどうか教えてください：{s}|質問：{s}|{s}その通りですか？
+hi=कृपया पुष्टि करें: {s}|क्या यह लागू होता है? {s}|जाँचने वाला कथन: {s}|टिकट के हिसाब से, क्या ऐसा है? {s}|क्या ऐसा कहा जा सकता है? {s}|बताइए कि क्या यह सटीक है: {s}|सवाल: {s}|{s} क्या सच है?
+""", "varied/noul")
+
+
+def with_noul_frames(group: TemplateGroup) -> TemplateGroup:
+    """`group` with its noul frames followed by NOUL_FRAMES (train_standin.py --varied-noul-frames)."""
+    return dataclasses.replace(group, noul_frames={lang: frames + NOUL_FRAMES[lang]
+                                                   for lang, frames in group.noul_frames.items()})
 
 
 def varied_group(group: TemplateGroup) -> TemplateGroup:

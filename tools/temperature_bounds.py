@@ -68,9 +68,13 @@ def suite_answers(runtime, name: str) -> list[Answer]:
     return answers
 
 
+def confidences(answers: list[Answer], calibration: Calibration) -> list[float]:
+    """Each answer's top-1 probability under `calibration`."""
+    return [float(probability_rows(a.type_name, a.logits[None], calibration)[0].max()) for a in answers]
+
+
 def suite_ece(answers: list[Answer], calibration: Calibration) -> float:
-    confidence = [float(probability_rows(a.type_name, a.logits[None], calibration)[0].max()) for a in answers]
-    return ece(confidence, [a.correct for a in answers])
+    return ece(confidences(answers, calibration), [a.correct for a in answers])
 
 
 def table(temperatures: dict[str, float]) -> Calibration:
@@ -110,8 +114,7 @@ def isotonic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def top1(answers: list[Answer]) -> np.ndarray:
-    one = table({})
-    return np.array([float(probability_rows(a.type_name, a.logits[None], one)[0].max()) for a in answers])
+    return np.array(confidences(answers, table({})))
 
 
 def isotonic_row(answers: dict[str, list[Answer]], fit_suite: str, suites: list[str]) -> dict:
@@ -169,7 +172,7 @@ def by_type(answers: dict[str, list[Answer]], own: Calibration) -> list[dict]:
             row = {"suite": name, "type": kind, "n": len(chosen),
                    "accuracy": round(float(np.mean([a.correct for a in chosen])), 4)}
             for label, calibration in (("t1", table({})), ("own", own)):
-                confidence = [float(probability_rows(kind, a.logits[None], calibration)[0].max()) for a in chosen]
+                confidence = confidences(chosen, calibration)
                 row[f"confidence_{label}"] = round(float(np.mean(confidence)), 4)
                 row[f"ece_{label}"] = round(ece(confidence, [a.correct for a in chosen]), 4)
             rows.append(row)

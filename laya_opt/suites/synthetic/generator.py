@@ -422,5 +422,5 @@ def iter_training_records(seed: int, varied_topics: bool = False, varied_noul: b
     tg = templates_for("train")
     tg = varied_group(tg) if varied_topics else tg
     tg = with_noul_frames(tg) if varied_noul else tg
-    for record, _ in _stream("train", seed, tg if (varied_topics or varied_noul) else None):
+    for record, _ in _stream("train", seed, tg):
         yield record

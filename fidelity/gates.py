@@ -22,9 +22,10 @@ the file carries its derivation and the measured noise floor it rests on. In sho
 * cumulative: the exact bounds plus the cast drift of the candidate dtype; a stack holding an approximate
   pass gets the decision gates against the reference (near ties: the dtype's cast flips plus the allowance).
 * always: finite, deterministic (incremental), token identity; with labels, accuracy drops at most 0.02.
-* exact half-precision pass that replaces kernels, incremental: its drift from the parent is a diagnostic; it is
-  judged by its distance to the reference, whose p99 and max |dp| may exceed the parent's by at most the exact
-  max |dp| bound (`rounding_kernel_gates`: a kernel that rounds once instead of per op is no error).
+* exact half-precision pass that replaces kernels or compiles the forward, incremental: its drift from the parent
+  is a diagnostic; it is judged by its distance to the reference, whose p99 and max |dp| may exceed the parent's
+  by at most the exact max |dp| bound (`rounding_kernel_gates`: a kernel that rounds once instead of per op is no
+  error).
 * probes, incremental: a pass that captures runtime parts must reproduce its parent with those parts
   perturbed within its own max |Δ logit| bound (`capture_probe`); an exact half-precision pass that
   replaces kernels must agree with the replaced kernels within KERNEL_ROUNDING_BOUND units of one
@@ -507,13 +508,17 @@ def rounding_kernel_gates(gates: Sequence[Gate]) -> tuple[Gate, ...]:
 
 
 def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool = False,
-                  replaces_kernels: bool = False, gates_file: GatesFile | str | None = None) -> tuple[Gate, ...]:
+                  replaces_kernels: bool = False, compiles: bool = False,
+                  gates_file: GatesFile | str | None = None) -> tuple[Gate, ...]:
     """The gates a stage must pass when the experiment names none.
 
     `exact`: incremental, the pass is exact; cumulative, every stage so far is. `captures` adds the
     capture-probe gate to the incremental comparison; `replaces_kernels`, for exact half-precision passes, the
     kernel-probe gate and the distance to the reference in place of the drift from the parent
-    (`rounding_kernel_gates`); `gates_file` defaults to the bundled calibration.
+    (`rounding_kernel_gates`); `compiles` (a pass that compiles the forward), the distance to the reference
+    alone: mx.compile fuses elementwise chains into kernels it generates, which round once where the ops
+    rounded after each step (on CUDA, measured: benchmarks/results/2026-12-07-h100-study), and there is no
+    kernel of its own to probe. `gates_file` defaults to the bundled calibration.
     """
     if dtype_name not in DTYPE_NAMES:
         raise ValueError(f"dtype_name {dtype_name!r} is not one of {', '.join(DTYPE_NAMES)}")
@@ -523,7 +528,7 @@ def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool 
     if comparison == "cumulative":
         return table.exact_cumulative if exact else table.approximate_cumulative
     gates = table.exact_incremental if exact else table.approximate_incremental
-    if replaces_kernels and exact and dtype_name != "float32":
+    if (replaces_kernels or compiles) and exact and dtype_name != "float32":
         gates = rounding_kernel_gates(gates)
     probes = ((capture_gate(gates),) if captures else ()) + \
         ((kernel_gate(),) if replaces_kernels and exact and dtype_name != "float32" else ())

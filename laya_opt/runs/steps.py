@@ -59,7 +59,8 @@ def step_defaults(comparison: str, step: "Step", exact: bool, candidate_dtype: s
             return envelope
         return merge_gates(common_gates("incremental"), envelope)
     return default_gates(exact, candidate_dtype, comparison, captures=bool(step.spec.captures),
-                         replaces_kernels="kernels" in step.spec.replaces, gates_file=gates_file)
+                         replaces_kernels="kernels" in step.spec.replaces,
+                         compiles="forward" in step.spec.replaces, gates_file=gates_file)
 
 
 def resolve_gates(comparison: str, step: "Step", exact: bool, candidate_dtype: str, gates_file: GatesFile,

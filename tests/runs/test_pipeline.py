@@ -11,6 +11,7 @@ from fake_passes import (BROKEN, CAPTURE, EXPLODE, MUTATIONS, NOISY, NOTE, REPLA
 from laya_opt.util.errors import InputError
 from laya_opt.fidelity.gates import Gate, check_gates, load_gates_file
 from laya_opt.passes.contract import fingerprint_changes, runtime_fingerprint
+from laya_opt.passes.registry import get_pass
 from laya_opt.runs.pipeline import Pipeline, PipelineError
 from laya_opt.runs.steps import GateSet, Step, merge_gates
 from laya_opt.core.runtime import load_runtime
@@ -81,6 +82,18 @@ def test_a_kernel_that_rounds_once_is_judged_by_its_distance_to_the_reference(re
                  gates_file=gates_file).stages[1]
     assert skewed.verdict == "rejected" and skewed.incremental.metrics["decisive_flips"] == 0
     assert failed_metrics(skewed) == {"ref_excess_p99_abs_dp", "ref_excess_max_abs_dp"}
+
+
+def test_a_half_precision_compile_is_gated_by_its_distance_to_the_reference(reference):
+    # compile_buckets replaces the forward: in float16 its drift from the parent is a diagnostic (its generated
+    # kernels round otherwise on CUDA) and it has no kernel probe; in float32 the exact bounds decide.
+    half = run([(get_pass("compile_buckets"), {}, "reject")], reference, dtype="float16").stages[1]
+    gates = {result.gate.metric: result for result in half.incremental_gates}
+    assert half.verdict == "accepted", half.failed_gates
+    assert gates["max_abs_dp"].gate.diagnostic and not gates["ref_excess_max_abs_dp"].gate.diagnostic
+    assert {"ref_excess_p99_abs_dp", "capture_max_abs_dlogit"} <= set(gates) and "kernel_rounding_error" not in gates
+    full = run([(get_pass("compile_buckets"), {}, "reject")], reference).stages[1]
+    assert not {result.gate.metric: result for result in full.incremental_gates}["max_abs_dp"].gate.diagnostic
 
 
 def test_corrupting_pass_is_rejected_and_the_run_continues_from_its_parent(reference):

@@ -483,7 +483,7 @@ _PARENT_DRIFT_METRICS = ("max_abs_dp", "max_abs_dlogit", "kl_logits_max")
 
 
 def rounding_kernel_gates(gates: Sequence[Gate]) -> tuple[Gate, ...]:
-    """The incremental gates of an exact half-precision pass that replaces kernels, from the exact ones.
+    """The incremental gates of an exact half-precision pass that replaces kernels (or compiles), from the exact ones.
 
     A kernel may round once where the ops it replaces round after each step: it moves answers from its parent's
     by about what the cast to the dtype does, ten times the same-dtype noise of the exact bound, while sitting no

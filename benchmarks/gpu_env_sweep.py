@@ -1,14 +1,16 @@
 """MLX's CUDA graph settings against the host-bound short-1 forward (run on the GPU).
 
-    python benchmarks/gpu_env_sweep.py --checkpoint DIR --out FILE [--setting OPS:CACHE ...] [--rounds 2]
+    python benchmarks/gpu_env_sweep.py --checkpoint DIR --out FILE [--setting OPS:CACHE|off ...] [--rounds 2]
 
 MLX's CUDA backend records kernels into CUDA graphs of at most `MLX_MAX_OPS_PER_BUFFER` nodes (20 by
 default) and keeps `MLX_CUDA_GRAPH_CACHE_SIZE` instantiated graphs (100), clearing them all when that
 is exceeded. A 28-layer forward is ~400 kernels, so ~20 graph updates and launches per call; several
-runtimes and shapes in one process can overflow the cache. Both are read once per process, so each
-setting runs in its own child process; settings rotate round by round (the host's speed regime drifts
-within seconds), and the summary gives each setting's median over rounds of its p50s. Each child
-times the FP16 eager runtime and the stack of `full_size.STACK` with the shared harness.
+runtimes and shapes in one process can overflow the cache. `off` launches every kernel directly
+(`MLX_USE_CUDA_GRAPHS=0`: the setting that avoids the graph fault of benchmarks/results/
+2026-12-06-h100-gpu-stack-fault, whose cost at short-1 is what this measures). All are read once per
+process, so each setting runs in its own child process; settings rotate round by round (the host's speed
+regime drifts within seconds), and the summary gives each setting's median over rounds of its p50s. Each
+child times the FP16 eager runtime and the stack of `full_size.STACK` with the shared harness.
 """
 from __future__ import annotations
 
@@ -21,7 +23,19 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_SETTINGS = ("20:100", "60:100", "120:400", "240:400")
+DEFAULT_SETTINGS = ("20:100", "60:100", "120:400", "off")
+GRAPHS_OFF = "off"
+SET_HERE = ("MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_CUDA_GRAPH_CACHE_SIZE")  # never inherited
+
+
+def setting_env(setting: str) -> dict[str, str]:
+    """The environment variables of one setting: `off`, or OPS:CACHE (graph size, graph cache entries)."""
+    if setting == GRAPHS_OFF:
+        return {"MLX_USE_CUDA_GRAPHS": "0"}
+    ops, sep, cache = setting.partition(":")
+    if not (sep and ops.isdigit() and cache.isdigit() and int(ops) > 0 and int(cache) > 0):
+        raise ValueError(f"setting {setting!r} is not OPS:CACHE (two positive integers) or {GRAPHS_OFF!r}")
+    return {"MLX_MAX_OPS_PER_BUFFER": ops, "MLX_CUDA_GRAPH_CACHE_SIZE": cache}
 
 
 def child(args) -> int:
@@ -47,6 +61,7 @@ def child(args) -> int:
 
 def parent(args) -> int:
     settings = args.setting or list(DEFAULT_SETTINGS)
+    envs = {setting: setting_env(setting) for setting in settings}   # a bad one refused before any child runs
     deadline = time.monotonic() + args.budget_s
     runs = []
     for round_index in range(args.rounds):
@@ -54,8 +69,7 @@ def parent(args) -> int:
             if time.monotonic() > deadline:
                 print(f"budget spent: round {round_index} {setting} not run", flush=True)
                 continue
-            ops, cache = setting.split(":")
-            env = dict(os.environ, MLX_MAX_OPS_PER_BUFFER=ops, MLX_CUDA_GRAPH_CACHE_SIZE=cache)
+            env = {**{k: v for k, v in os.environ.items() if k not in SET_HERE}, **envs[setting]}
             started = time.monotonic()
             command = [sys.executable, __file__, "--child", "--checkpoint", str(args.checkpoint),
                        "--requests", str(args.requests), "--warmup", str(args.warmup), "--blocks", str(args.blocks)]
@@ -87,7 +101,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--setting", action="append", help="OPS:CACHE (repeatable)")
+    parser.add_argument("--setting", action="append", help="OPS:CACHE, or off for no CUDA graphs (repeatable)")
     parser.add_argument("--workload", action="append", default=None)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--requests", type=int, default=40)
@@ -101,6 +115,11 @@ def main(argv=None) -> int:
         return child(args)
     if args.out is None:
         parser.error("--out is required")
+    for setting in args.setting or ():
+        try:
+            setting_env(setting)
+        except ValueError as error:
+            parser.error(str(error))
     return parent(args)
 
 

@@ -8,7 +8,7 @@
 #   3. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh h2h laya-large 520   (installs first)
 #   4. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh h2h laya-multilingual 520
 #   5. carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh explore   (kernel check, passes alone)
-#   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh sweep     (MLX CUDA graph settings)
+#   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh sweep     (MLX CUDA graph settings, graphs off)
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
@@ -86,7 +86,7 @@ case "$step" in
     tar -C /tmp/runs -czf "$OUT/standin_stack_gpu_validation.tgz" .
     timeout 290 python3 benchmarks/full_size.py --arch laya-large --checkpoint "$large" --requests 40 --blocks 4 \
       --warmup 5 --profile --budget-s 260 --out "$OUT" 2>&1 | tail -70 ;;
-  sweep)  # MLX's CUDA graph size and cache, against the host-bound short-1 (benchmarks/gpu_env_sweep.py)
+  sweep)  # MLX's CUDA graph size and cache, and graphs off, against the host-bound short-1 (benchmarks/gpu_env_sweep.py)
     install
     ckpt=$(checkpoint laya-large)
     left=$((CALL_S - SECONDS))

@@ -35,13 +35,20 @@ case "$from" in
       echo "error: $target is not $new; FROM_STEP $from needs step 1 done with it (run from step 1)" >&2; exit 2; } ;;
   *) echo "error: FROM_STEP must be 1 to 5, got '$from'" >&2; exit 2 ;;
 esac
-python - "$new" <<'PY' || exit 2
+python - "$new" "$target" <<'PY' || exit 2
 import sys
+from pathlib import Path
 import laya_opt
+from laya_opt.util.resources import standin_checkpoint
 try:
     laya_opt.load(sys.argv[1])
 except laya_opt.LayaError as error:
     sys.exit(f"error: {sys.argv[1]} does not load: {error}")
+# Every step measures the checkpoint the package resolves as `standin`: in a second checkout with the first one's
+# editable install active, that is the first checkout's, and the whole reship would measure the old stand-in.
+if standin_checkpoint().resolve() != Path(sys.argv[2]).resolve():
+    sys.exit(f"error: this python's laya_opt uses the stand-in at {standin_checkpoint()}, not {Path(sys.argv[2]).resolve()}"
+             "; install this checkout (pip install -e .) in the environment that runs the reship")
 PY
 mkdir -p "$work"
 

@@ -16,6 +16,11 @@
 # 40, 64, 49 and 9 minutes). What is left by hand is printed at the end: the numbers quoted in README.md,
 # docs/standin.md, docs/gates.md and TRAINING.md, and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
 # earlier, interrupted call, whose step 1 put NEW_CHECKPOINT in place (a reship can outlast a session).
+# Screen after step 2 (TRAINING.md, "No cheap screen on the old suite"): stop the call once the gate suite is
+# written, run `laya-opt run experiments/quant_enc8.yaml --no-bench` (about 5 minutes), and go on with FROM_STEP 3
+# only if it changes no decisive answer; the frames candidate of 2026-12-07 changed one, found after 2 hours.
+# Run in an environment where `laya_opt` is this checkout (its own venv, `pip install -e .`); the script refuses
+# otherwise.
 set -euo pipefail
 usage="usage: reship_standin.sh NEW_CHECKPOINT WORK_DIR [FROM_STEP]"
 new="${1:?$usage}"

@@ -38,6 +38,15 @@ def setting_env(setting: str) -> dict[str, str]:
     return {"MLX_MAX_OPS_PER_BUFFER": ops, "MLX_CUDA_GRAPH_CACHE_SIZE": cache}
 
 
+def checked_setting(setting: str) -> str:
+    """--setting's type: refused by argparse (exit 2, before any child runs) unless `setting_env` takes it."""
+    try:
+        setting_env(setting)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return setting
+
+
 def child(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import laya_opt as lo  # first: BLAS choice before mlx.core loads
@@ -61,7 +70,6 @@ def child(args) -> int:
 
 def parent(args) -> int:
     settings = args.setting or list(DEFAULT_SETTINGS)
-    envs = {setting: setting_env(setting) for setting in settings}   # a bad one refused before any child runs
     deadline = time.monotonic() + args.budget_s
     runs = []
     for round_index in range(args.rounds):
@@ -69,7 +77,7 @@ def parent(args) -> int:
             if time.monotonic() > deadline:
                 print(f"budget spent: round {round_index} {setting} not run", flush=True)
                 continue
-            env = {**{k: v for k, v in os.environ.items() if k not in SET_HERE}, **envs[setting]}
+            env = {**{k: v for k, v in os.environ.items() if k not in SET_HERE}, **setting_env(setting)}
             started = time.monotonic()
             command = [sys.executable, __file__, "--child", "--checkpoint", str(args.checkpoint),
                        "--requests", str(args.requests), "--warmup", str(args.warmup), "--blocks", str(args.blocks)]
@@ -101,7 +109,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--setting", action="append", help="OPS:CACHE, or off for no CUDA graphs (repeatable)")
+    parser.add_argument("--setting", action="append", type=checked_setting,
+                        help="OPS:CACHE, or off for no CUDA graphs (repeatable)")
     parser.add_argument("--workload", action="append", default=None)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--requests", type=int, default=40)
@@ -115,11 +124,6 @@ def main(argv=None) -> int:
         return child(args)
     if args.out is None:
         parser.error("--out is required")
-    for setting in args.setting or ():
-        try:
-            setting_env(setting)
-        except ValueError as error:
-            parser.error(str(error))
     return parent(args)
 
 

@@ -528,8 +528,9 @@ def default_gates(exact: bool, dtype_name: str, comparison: str, captures: bool 
     if comparison == "cumulative":
         return table.exact_cumulative if exact else table.approximate_cumulative
     gates = table.exact_incremental if exact else table.approximate_incremental
-    if (replaces_kernels or compiles) and exact and dtype_name != "float32":
+    exact_half = exact and dtype_name != "float32"
+    if exact_half and (replaces_kernels or compiles):
         gates = rounding_kernel_gates(gates)
     probes = ((capture_gate(gates),) if captures else ()) + \
-        ((kernel_gate(),) if replaces_kernels and exact and dtype_name != "float32" else ())
+        ((kernel_gate(),) if exact_half and replaces_kernels else ())
     return gates + probes

@@ -91,8 +91,9 @@ def main(debug):
 
     Run the baseline runtime (predict, inspect-prompt), build checkpoints (make-checkpoint), run
     fidelity-gated optimization experiments (run, explain), measure the noise the gates rest on
-    (calibrate-gates), find why a stack fails (bisect, sensitivity), time stacks head to head against the
-    upstream runtime (bench, plot), compare and list runs (diff, history) and check the machine (doctor).
+    (calibrate-gates), find why a stack fails (bisect, sensitivity), search pass settings for the fastest
+    stack that passes (sweep), time stacks head to head against the upstream runtime (bench, plot), compare
+    and list runs (diff, history) and check the machine (doctor).
     List what there is to run: passes (with every setting), experiments, suites.
 
     Exit codes, for every command: 0 success; 2 bad input (one line naming the file, key path, tensor

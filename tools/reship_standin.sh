@@ -16,9 +16,10 @@
 # 40, 64, 49 and 9 minutes). What is left by hand is printed at the end: the numbers quoted in README.md,
 # docs/standin.md, docs/gates.md and TRAINING.md, and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
 # earlier, interrupted call, whose step 1 put NEW_CHECKPOINT in place (a reship can outlast a session).
-# Screen after step 2 (TRAINING.md, "No cheap screen on the old suite"): stop the call once the gate suite is
-# written, run `laya-opt run experiments/quant_enc8.yaml --no-bench` (about 5 minutes), and go on with FROM_STEP 3
-# only if it changes no decisive answer; the frames candidate of 2026-12-07 changed one, found after 2 hours.
+# Step 2 ends with a screen (tools/reship_screen.py; TRAINING.md, "No cheap screen on the old suite"): the headline
+# 8-bit experiment on the new gate suite, about 5 minutes; if it changes a decisive answer the call stops there
+# (exit 4), before the calibration: the new checkpoint cannot be the reference. The frames candidate of 2026-12-07
+# changed one, found after 2 hours. SKIP_SCREEN=1 skips it (a screen already run by hand).
 # Run in an environment where `laya_opt` is this checkout (its own venv, `pip install -e .`); the script refuses
 # otherwise.
 set -euo pipefail
@@ -74,6 +75,17 @@ fi
 if runs 2; then
 step "2. gate suite"
 python -m laya_opt.fidelity.make_gate_suite 2>&1 | tee "$work/make_gate_suite.log"
+if [ "${SKIP_SCREEN:-0}" != 1 ]; then
+  step "2. screen: 8-bit on the new gate suite, decisive answers only"
+  rm -rf "$work/screen"
+  # the run's own exit status is the old gates file's verdict, not the screen's: reship_screen.py decides
+  laya-opt run experiments/quant_enc8.yaml --no-bench --quiet --allow-failed-gates --json \
+    --output-dir "$work/screen" > "$work/screen.json" 2> "$work/screen.log" || true
+  screened=0
+  python tools/reship_screen.py "$work/screen.json" | tee "$work/screen.txt" || screened=$?
+  [ "$screened" = 0 ] || { echo "reship stopped at the screen (exit $screened; the run's log: $work/screen.log)" >&2
+                           exit "$screened"; }
+fi
 fi
 
 if runs 3; then

@@ -40,13 +40,13 @@ def screen(outcome_file: Path) -> tuple[int, list[str]]:
                    f"{', '.join(str(record.get('stage')) for record in records) or 'none'})"]
     status, lines = 0, []
     for record in approximate:
-        decisions = record.get("decisions") or {}
-        split = decisions.get("incremental")
-        if not isinstance(split, dict) or "decisive" not in split:
+        split = (record.get("decisions") or {}).get("incremental")
+        try:
+            decisive = sum(int(split["decisive"][kind]) for kind in CHANGES)
+            near = sum(int(split["near_tie"][kind]) for kind in CHANGES)
+        except (KeyError, TypeError, ValueError):
             return 2, [f"error: {outcome_file}: stage {record.get('stage')} has no decision counts "
                        f"({record.get('error') or 'not evaluated'})"]
-        decisive = sum(int(split["decisive"][kind]) for kind in CHANGES)
-        near = sum(int(split["near_tie"][kind]) for kind in CHANGES)
         lines.append(f"{record.get('stage')}: {decisive} decisive answer(s) changed of {split['decisive']['questions']}"
                      f", {near} near tie(s) of {split['near_tie']['questions']} (near ties judged at step 3)")
         if decisive:

@@ -65,7 +65,7 @@ def test_near_tie_changes_are_reported_not_judged(outcome, capsys):
     assert "3 near tie(s)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", ["empty", "no_results_dir", "exact_only", "not_evaluated"])
+@pytest.mark.parametrize("case", ["empty", "no_results_dir", "exact_only", "not_evaluated", "counts_cut"])
 def test_unreadable_outcomes_are_one_named_error(outcome, capsys, case):
     if case == "empty":   # the run failed before printing its outcome (a bad experiment file)
         outcome.write_text("")
@@ -73,6 +73,8 @@ def test_unreadable_outcomes_are_one_named_error(outcome, capsys, case):
         outcome.write_text(json.dumps({"results_dir": str(outcome.parent / "missing")}))
     elif case == "exact_only":
         rewrite_stage(outcome, lambda record: record.update(exact=True))
+    elif case == "counts_cut":   # a stages.jsonl of another shape: counts without every change kind
+        rewrite_stage(outcome, lambda record: record["decisions"]["incremental"]["near_tie"].pop("unlabelled"))
     else:
         rewrite_stage(outcome, lambda record: record.update(decisions=None, error="quantize failed"))
     assert reship_screen.main([str(outcome)]) == 2

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-CHANGES = ("right_to_wrong", "wrong_to_right", "wrong_to_other_wrong", "unlabelled")
+from laya_opt.fidelity.decisions import OUTCOMES as CHANGES   # every way a decision can change
 
 
 def screen(outcome_file: Path) -> tuple[int, list[str]]:

@@ -99,10 +99,14 @@ def max_abs_logit(outputs: Outputs) -> float:
 
 
 def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequence[str] = ("float32",) + HALF_DTYPES,
-            say: Callable[[str], None] = lambda message: None, noise_sample: int = 0) -> dict:
+            say: Callable[[str], None] = lambda message: None, noise_sample: int = 0,
+            outputs_of: Callable[[Runtime], Outputs] | None = None) -> dict:
     """Noise per dtype and source, drift per half dtype, the largest |logit|, and how long each dtype took.
 
-    `noise_sample` > 0: the noise variants run on that many requests (a seeded sample; 0: all of them)."""
+    `noise_sample` > 0: the noise variants run on that many requests (a seeded sample; 0: all of them).
+    `outputs_of(runtime)`: the reference's and each cast's outputs on every request (default: evaluated here;
+    calibrate-gates passes one that reads and fills the caches the runs after it read)."""
+    outputs_of = outputs_of or (lambda runtime: evaluate(runtime, requests))
     check_rerun(noise_sample)
     if reference.dtype != mx.float32:
         raise ValueError(f"calibration needs a float32 reference runtime, got {reference.identity}")
@@ -110,7 +114,7 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
         raise ValueError("calibration needs float32 among the dtypes (it bounds every exact float32 pass)")
     cast = get_pass("cast_dtype")
     say(f"{reference.identity}: reference")
-    reference_outputs = evaluate(reference, requests)
+    reference_outputs = outputs_of(reference)
     sampled = [requests[index] for index in sample_indices(len(requests), noise_sample)] \
         if noise_sample else list(requests)
     measured: dict = {"questions": len(reference_outputs.questions),
@@ -125,7 +129,7 @@ def measure(reference: Runtime, requests: Sequence[EvalRequest], dtypes: Sequenc
         else:
             runtime = apply_pass(cast, reference, cast.make_config({"dtype": dtype}))
             say(f"{runtime.identity}: cast drift")
-            base = evaluate(runtime, requests)
+            base = outputs_of(runtime)
             measured["drift"][dtype] = _recorded(compare(reference_outputs, base).metrics)
         if len(sampled) < len(requests):   # the variants' base: the same runtime on the same sample
             base = evaluate(runtime, sampled)

@@ -12,6 +12,10 @@
 #   3. calibrate the gates on it (laya-opt calibrate-gates --suite gate --noise-sample 128)
 #   4. the verdict table, in two processes side by side (tools/verdict_table.py --only ...)
 #   5. suite_report on every bundled suite
+# Steps 2-4 share evaluations through the reference and stage caches (LAYA_OPT_CACHE_DIR; `run --reuse-stages`):
+# the screen files the float32 reference and the 8-bit g64 stage, calibrate-gates reads the reference and files
+# the float16 and bfloat16 casts, and the verdict table's fp16, bf16 and 8-bit g64 rows take them, each checked
+# on its re-run sample (run 9's times below are from before: its verdict table evaluated those again, ~35 min).
 # On 2 CPU cores, run 6 took about 95 minutes; run 9, with 512-token inputs and rarer near ties, 2 h 41 (steps 2-5:
 # 40, 64, 49 and 9 minutes). What is left by hand is printed at the end: the numbers quoted in README.md,
 # docs/standin.md, docs/gates.md and TRAINING.md, and the tests that pin the stand-in's numbers. FROM_STEP (2-5) goes on from that step in the WORK_DIR of an
@@ -79,7 +83,7 @@ if [ "${SKIP_SCREEN:-0}" != 1 ]; then
   step "2. screen: 8-bit on the new gate suite, decisive answers only"
   rm -rf "$work/screen"
   # the run's own exit status is the old gates file's verdict, not the screen's: reship_screen.py decides
-  laya-opt run experiments/quant_enc8.yaml --no-bench --quiet --allow-failed-gates --json \
+  laya-opt run experiments/quant_enc8.yaml --no-bench --quiet --allow-failed-gates --json --reuse-stages \
     --output-dir "$work/screen" > "$work/screen.json" 2> "$work/screen.log" || true
   screened=0
   python tools/reship_screen.py "$work/screen.json" | tee "$work/screen.txt" || screened=$?

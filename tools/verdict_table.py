@@ -5,8 +5,10 @@ r"""The verdict table (docs/gates.md): one gated run per configuration on the ga
 Each configuration is a normal `laya-opt run --no-bench` of an experiment this script writes under
 OUT/experiments (fp16 and bf16 are stage 0's cast alone; the quantized rows are `quantize_encoder` on
 float32 activations, as `experiments/quant_enc8.yaml`). The reference is computed once and then read from
-the reference cache. `bisect recipe` first runs `laya-opt bisect --unit linear` on the 4-bit g64
-experiment and then gates the exclusion list bisect verified (the row says when bisect found none).
+the reference cache; each run takes with `--reuse-stages` what an earlier run or `calibrate-gates` already
+evaluated on the suite (the fp16 and bf16 casts after a calibration on it), once its re-run sample matches.
+`bisect recipe` first runs `laya-opt bisect --unit linear` on the 4-bit g64 experiment and then gates the
+exclusion list bisect verified (the row says when bisect found none).
 
 Writes OUT/verdicts.md (the table, with the commands), OUT/verdicts.json (every row's numbers and its
 results directory) and keeps each run's results directory under OUT/runs. A configuration's run that
@@ -125,7 +127,8 @@ def main(argv=None) -> int:
             else:
                 note = "bisect verified no recipe; all linears quantized"
         path.write_text(yaml.safe_dump(experiment(name, settings, args.checkpoint, args.suite), sort_keys=False))
-        _, outcome = laya_opt("run", str(path), "--no-bench", "--output-dir", str(args.out / "runs"))
+        _, outcome = laya_opt("run", str(path), "--no-bench", "--reuse-stages",
+                                "--output-dir", str(args.out / "runs"))
         rows.append(row(name, outcome, note))
         print(f"{name}: {rows[-1]['verdict']} in {time.time() - started:.0f}s", flush=True)
     (args.out / "verdicts.json").write_text(json.dumps(rows, indent=2) + "\n")

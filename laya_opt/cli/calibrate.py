@@ -42,12 +42,17 @@ def command_line(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ..
               help="Run the six same-dtype noise variants on a seeded sample of this many requests (0: all); the "
                    "cast drift, which the decision gates rest on, always uses every request. On a CPU the variants "
                    "are most of a half-precision calibration's time.")
+@click.option("--no-cache", is_flag=True,
+              help="Evaluate the float32 reference even if the reference cache holds it, and file no outputs. By "
+                   "default the reference comes from (or goes into) the reference cache, and each half-precision "
+                   "cast's outputs go into the stage cache, where a run's stage 0 in that dtype on the same suite "
+                   "takes them once its re-run sample matches (`laya-opt run --reuse-stages`).")
 @click.option("--name", default=None, help="Name recorded in the file (default: the file's stem).")
 @click.option("--from-measurements", "measured_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               default=None, help="Measure nothing: derive the thresholds again from the measurements recorded in "
                                  "this gates file (e.g. after the derivation rules changed).")
 def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str, ...], noise_sample: int,
-                    out_file: Path, name: str | None, measured_file: Path | None) -> None:
+                    no_cache: bool, out_file: Path, name: str | None, measured_file: Path | None) -> None:
     """Measure FP32 run-to-run and batch-composition noise, half-precision noise and the FP16/BF16-vs-FP32
     drift on the suites, and write a gates file whose every threshold states its derivation.
 
@@ -85,9 +90,10 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
             raise InputError("--suite: name at least one suite to measure on (or give --from-measurements)")
         directory = resolve_checkpoint_dir(checkpoint_path(checkpoint))
         loaded = [load_suite(suite_path(value, f"--suite {value}")) for value in suites]
-        measured = measure(load_runtime(directory, "float32"), suite_requests(loaded),
-                           dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
-                           say=progress_printer(console), noise_sample=noise_sample)
+        reference, requests = load_runtime(directory, "float32"), suite_requests(loaded)
+        measured = measure(reference, requests, dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
+                           say=progress_printer(console), noise_sample=noise_sample,
+                           outputs_of=None if no_cache else filed_outputs(reference, requests, directory))
         measured["suites"] = [{"name": s.name, "sha256": s.sha256, "records": len(s.records)} for s in loaded]
         env = environment()
         source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(directory / "model.safetensors"),
@@ -110,3 +116,25 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     console.print(rich_table(noise_table(measured)))
     console.print(rich_table(derivation_table(gates), id_columns=2))
     console.print(f"wrote {out_file}", highlight=False, soft_wrap=True)
+
+
+def filed_outputs(reference, requests, directory: Path):
+    """`measure`'s outputs_of, sharing its two full-suite evaluations with the runs that follow it (a reship's
+    verdict table gates the float16 and bfloat16 casts on the suite just calibrated): the reference's from the
+    reference cache, computed and filed on a miss, as a run's; a cast's always evaluated (a calibration trusts
+    no entry it cannot check), then filed in the stage cache under the key of a run's stage 0 in that dtype."""
+    from laya_opt.fidelity.checker import evaluate
+    from laya_opt.runs.refcache import cached_reference
+    from laya_opt.runs.runner import keyed_reference
+    from laya_opt.runs.stagecache import StageCache
+
+    key = keyed_reference(reference, requests, directory)
+    stages = StageCache(key)
+
+    def outputs_of(runtime):
+        def compute():
+            return evaluate(runtime, requests)
+        if runtime is reference:
+            return cached_reference(key, compute).outputs
+        return stages.replace(stages.key(runtime), compute)
+    return outputs_of

@@ -107,6 +107,11 @@ def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str |
 @click.option("--no-cache", is_flag=True,
               help="Evaluate the reference even if the reference cache holds its outputs (the cache is keyed by "
                    "checkpoint, suite and token hashes, dtype, MLX version and backend, and the model source).")
+@click.option("--reuse-stages", is_flag=True,
+              help="Take a stage's outputs from the stage cache when an earlier run, sweep trial or calibrate-gates "
+                   "evaluated the same runtime (checkpoint, dtype, passes and settings, code, MLX and device) on "
+                   "the same requests; each such stage is re-run on its sample and used only if that answers bit "
+                   "for bit alike (report.md says `cached`). Needs the reference cache.")
 @click.option("--export-stage", default=None,
               help="Export the quantized checkpoint of this stage (a pass name) if it is accepted; with --export-dir.")
 @click.option("--export-dir", type=click.Path(file_okay=False), default=None,
@@ -117,8 +122,8 @@ def explain(experiment_file: str, checkpoint: str | None, candidate_dtype: str |
               help="When a gate fails, bisect the stack (see `laya-opt bisect`) and print what it found.")
 def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, requests: int | None,
         no_bench: bool, checkpoint: str | None, candidate_dtype: str | None, suites: tuple[str, ...],
-        rerun: int | None, quiet: bool, no_cache: bool, export_stage: str | None, export_dir: str | None,
-        as_json: bool, then_bisect: bool) -> None:
+        rerun: int | None, quiet: bool, no_cache: bool, reuse_stages: bool, export_stage: str | None,
+        export_dir: str | None, as_json: bool, then_bisect: bool) -> None:
     """Run EXPERIMENT_FILE: gate every pass against the reference, benchmark accepted stages, write results.
 
     The reference outputs come from the reference cache when nothing they depend on changed (the console
@@ -129,12 +134,14 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     a bisection of the stack. --checkpoint, --candidate-dtype, --suite and --rerun override the file's
     settings.
     """
-    from laya_opt.util.errors import ExperimentError
+    from laya_opt.util.errors import ExperimentError, InputError
     from laya_opt.runs.experiment import export_plan
     from laya_opt.runs.pipeline import PipelineError
     from laya_opt.runs.runner import outcome_json, print_outcome, run_experiment
 
     experiment = load_for_run(experiment_file, candidate_dtype, suites, checkpoint, rerun)
+    if reuse_stages and no_cache:
+        raise InputError("--reuse-stages takes stages filed under the reference cache's key: drop --no-cache")
     if (export_stage is None) != (export_dir is None):
         raise ExperimentError("--export-stage and --export-dir go together")
     if export_stage is not None:
@@ -146,7 +153,8 @@ def run(experiment_file: str, allow_failed_gates: bool, output_dir: str | None, 
     try:
         outcome = run_experiment(experiment, output_dir=output_dir, requests=requests, bench=not no_bench,
                                  allow_failed_gates=allow_failed_gates,
-                                 show_progress=not quiet and console.is_terminal, say=say, cache=not no_cache)
+                                 show_progress=not quiet and console.is_terminal, say=say, cache=not no_cache,
+                                 share_stages=reuse_stages)
     except PipelineError as exc:
         raise PipelineError(f"{exc}; no results directory was written", exc.partial) from exc
     if as_json:

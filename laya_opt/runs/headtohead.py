@@ -148,7 +148,7 @@ def run_head_to_head(plan: HeadToHead, output_dir: str | Path, say: Callable[[st
     say(f"backend {mlx_backend()} ({mx.default_device()}); loading {plan.checkpoint} as {experiment.reference_dtype} "
         "(reference)")
     reference = load_reference(experiment, inputs)
-    measured = measure_inputs(reference, inputs)
+    measured = measure_inputs(reference, inputs.requests, inputs.checkpoint.path)
     base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     with staging_dir(out_root, base_name) as staging:
         mx.random.seed(plan.bench.seed)

@@ -247,15 +247,23 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
         say("evaluating the reference" + ("" if cache else " (cache off)"))
         return evaluate_reference(reference, inputs.requests, track)
 
-    key = reference_key(reference, inputs.requests, inputs.checkpoint.path, measured["token_sha256"],
-                        measured["platform"], measured["weights_sha256"]) if cache else None
+    key = keyed_reference(reference, inputs.requests, inputs.checkpoint.path, measured) if cache else None
     return cached_reference(key, compute)
 
 
-def measure_inputs(reference: Runtime, inputs: RunInputs) -> dict:
+def keyed_reference(reference: Runtime, requests: Sequence, checkpoint_dir: Path, measured: dict | None = None):
+    """The reference cache key of `reference` on `requests`, as a run files it (calibrate-gates files its
+    reference and cast outputs under the same key, so that the runs after it find them); `measured`: what
+    `measure_inputs` returned, measured here when not given."""
+    measured = measured or measure_inputs(reference, requests, checkpoint_dir)
+    return reference_key(reference, requests, checkpoint_dir, measured["token_sha256"], measured["platform"],
+                         measured["weights_sha256"])
+
+
+def measure_inputs(reference: Runtime, requests: Sequence, checkpoint_dir: Path) -> dict:
     """What the reference cache key and the manifest need measured once: weights and token hashes, the platform."""
-    return {"weights_sha256": file_sha256(inputs.checkpoint.path / "model.safetensors"),
-            "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in inputs.requests]),
+    return {"weights_sha256": file_sha256(Path(checkpoint_dir) / "model.safetensors"),
+            "token_sha256": prepared_digest([reference.prepare(r.state, r.questions) for r in requests]),
             "platform": environment()}
 
 
@@ -313,7 +321,7 @@ def run_experiment(experiment: Experiment, *, output_dir: str | Path | None = No
     say(f"backend {mlx_backend()} ({mx.default_device()}); loading {inputs.checkpoint.path} as "
         f"{experiment.reference_dtype} (reference)")
     reference = load_reference(experiment, inputs)
-    measured = measure_inputs(reference, inputs)
+    measured = measure_inputs(reference, inputs.requests, inputs.checkpoint.path)
     base_name = f"{experiment.name}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     with staging_dir(out_root, base_name) as staging:
         mx.random.seed(inputs.bench_config.seed if inputs.bench_config else 0)

@@ -41,11 +41,17 @@ PACKAGES = ("laya_opt", "laya_opt.passes", "laya_opt.fidelity")
 SWITCH_PREFIXES = ("MLX_", "LAYA_")
 
 
+# Not in the digest: bytecode caches, and the gates files, which judge outputs after they are computed
+# (calibrate-gates writes one after filing its cast outputs here, for the verdict runs that follow it).
+SKIPPED_FOLDERS = ("__pycache__", "gate_files")
+
+
 def folder_digest(roots: dict[str, Path]) -> str:
-    """SHA-256 over the relative path and bytes of every file under each named folder (caches excluded)."""
+    """SHA-256 over the relative path and bytes of every file under each named folder (SKIPPED_FOLDERS excluded)."""
     digest = hashlib.sha256()
     for name, root in sorted(roots.items()):
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        for path in sorted(p for p in root.rglob("*")
+                           if p.is_file() and not set(p.relative_to(root).parts) & set(SKIPPED_FOLDERS)):
             digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

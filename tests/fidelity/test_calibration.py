@@ -1,6 +1,7 @@
 """Calibration: every noise variant computes the same function; measurements feed a gates file that reads back."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,42 @@ def test_calibrate_gates_records_the_noise_sample_in_its_command(wide_checkpoint
     assert "--noise-sample 1" in written.source["command"] and written.measured["noise_requests"] == 1
     refused = CliRunner().invoke(main, ["calibrate-gates", "--suite", str(suite), "--noise-sample", "-2"])
     assert refused.exit_code == 2 and "--noise-sample" in refused.output
+
+
+def test_a_run_after_calibrate_gates_takes_its_reference_and_casts_from_the_caches(wide_checkpoint_dir, tmp_path,
+                                                                                    monkeypatch):
+    """A reship calibrates on `gate`, then gates the float16 and bfloat16 casts on it: those runs take the
+    calibration's evaluations (checked on their re-run sample) instead of evaluating the suite again."""
+    suite = write_tiny_suite(tmp_path / "tiny.jsonl", records=3)
+    gates = tmp_path / "tiny-gates.yaml"
+
+    def calibrate(*extra):
+        done = CliRunner().invoke(main, ["calibrate-gates", "--checkpoint", str(wide_checkpoint_dir), "--suite",
+                                         str(suite), "--dtype", "float16", "--noise-sample", "1", "--out", str(gates),
+                                         *extra])
+        assert done.exit_code == 0, done.output
+
+    def stage_zero(dtype, name, *extra):
+        experiment = tmp_path / f"{name}.yaml"
+        experiment.write_text(yaml.safe_dump({
+            "name": name, "checkpoint": str(wide_checkpoint_dir), "reference_dtype": "float32",
+            "candidate_dtype": dtype, "suites": [str(suite)], "gates_file": str(gates), "passes": []}))
+        done = CliRunner().invoke(main, ["run", str(experiment), "--no-bench", "--json", "--output-dir",
+                                         str(tmp_path / "runs"), *extra])
+        assert done.exit_code in (0, 3), done.output
+        outcome = json.loads(done.output)
+        records = [json.loads(line) for line in
+                   (Path(outcome["results_dir"]) / "stages.jsonl").read_text().splitlines()]
+        return outcome["reference"]["status"], records[0]["eval_path"]["kind"]
+
+    monkeypatch.setenv("LAYA_OPT_CACHE_DIR", str(tmp_path / "cache-a"))
+    calibrate("--no-cache")   # files nothing
+    assert stage_zero("float16", "before", "--reuse-stages") == ("computed", "evaluated")
+    monkeypatch.setenv("LAYA_OPT_CACHE_DIR", str(tmp_path / "cache-b"))   # only the calibration can fill it
+    calibrate()
+    assert stage_zero("float16", "fp16", "--reuse-stages") == ("hit", "cached")
+    assert stage_zero("float16", "fp16_plain")[1] == "evaluated"           # reuse is asked for, never assumed
+    assert stage_zero("bfloat16", "bf16", "--reuse-stages")[1] == "evaluated"  # not calibrated: another key
+    refused = CliRunner().invoke(main, ["run", str(tmp_path / "fp16.yaml"), "--no-bench", "--reuse-stages",
+                                        "--no-cache"])
+    assert refused.exit_code == 2 and "--reuse-stages" in refused.output and "--no-cache" in refused.output

@@ -179,6 +179,12 @@ def test_the_package_digest_covers_every_file_of_the_pass_and_fidelity_folders(t
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "x.pyc").write_text("compiled")
     assert stagecache.folder_digest({"p": root}) == base   # byte code is not source
+    (root / "gate_files").mkdir()
+    (root / "gate_files" / "standin.yaml").write_text("thresholds")
+    assert stagecache.folder_digest({"p": root}) == base   # gates judge outputs, they do not make them
+    (root / "sub" / "gate_files.cu").write_text("a file, not the folder")
+    assert stagecache.folder_digest({"p": root}) != base
+    (root / "sub" / "gate_files.cu").unlink()
     (root / "sub" / "kernel.cu").write_text("b")
     assert stagecache.folder_digest({"p": root}) != base
     (root / "sub" / "kernel.cu").write_text("a")

@@ -91,9 +91,10 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
         directory = resolve_checkpoint_dir(checkpoint_path(checkpoint))
         loaded = [load_suite(suite_path(value, f"--suite {value}")) for value in suites]
         reference, requests = load_runtime(directory, "float32"), suite_requests(loaded)
+        say = progress_printer(console)
         measured = measure(reference, requests, dtypes=("float32",) + tuple(d for d in dtypes if d != "float32"),
-                           say=progress_printer(console), noise_sample=noise_sample,
-                           outputs_of=None if no_cache else filed_outputs(reference, requests, directory))
+                           say=say, noise_sample=noise_sample,
+                           outputs_of=None if no_cache else filed_outputs(reference, requests, directory, say))
         measured["suites"] = [{"name": s.name, "sha256": s.sha256, "records": len(s.records)} for s in loaded]
         env = environment()
         source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(directory / "model.safetensors"),
@@ -118,7 +119,7 @@ def calibrate_gates(checkpoint: str, suites: tuple[str, ...], dtypes: tuple[str,
     console.print(f"wrote {out_file}", highlight=False, soft_wrap=True)
 
 
-def filed_outputs(reference, requests, directory: Path):
+def filed_outputs(reference, requests, directory: Path, say=lambda message: None):
     """`measure`'s outputs_of, sharing its two full-suite evaluations with the runs that follow it (a reship's
     verdict table gates the float16 and bfloat16 casts on the suite just calibrated): the reference's from the
     reference cache, computed and filed on a miss, as a run's; a cast's always evaluated (a calibration trusts
@@ -135,6 +136,10 @@ def filed_outputs(reference, requests, directory: Path):
         def compute():
             return evaluate(runtime, requests)
         if runtime is reference:
-            return cached_reference(key, compute).outputs
-        return stages.replace(stages.key(runtime), compute)
+            found = cached_reference(key, compute)
+            say(f"reference: {found.describe()}")
+            return found.outputs
+        outputs = stages.replace(stages.key(runtime), compute)
+        say(f"{runtime.identity}: filed in the stage cache for `laya-opt run --reuse-stages`")
+        return outputs
     return outputs_of

@@ -151,6 +151,7 @@ def test_a_run_after_calibrate_gates_takes_its_reference_and_casts_from_the_cach
                                          str(suite), "--dtype", "float16", "--noise-sample", "1", "--out", str(gates),
                                          *extra])
         assert done.exit_code == 0, done.output
+        return done.output
 
     def stage_zero(dtype, name, *extra):
         experiment = tmp_path / f"{name}.yaml"
@@ -169,7 +170,9 @@ def test_a_run_after_calibrate_gates_takes_its_reference_and_casts_from_the_cach
     calibrate("--no-cache")   # files nothing
     assert stage_zero("float16", "before", "--reuse-stages") == ("computed", "evaluated")
     monkeypatch.setenv("LAYA_OPT_CACHE_DIR", str(tmp_path / "cache-b"))   # only the calibration can fill it
-    calibrate()
+    said = calibrate()
+    assert "reference: computed" in said and "float16): filed in the stage cache" in said
+    assert "reference: cache hit" in calibrate()   # the first calibration filed it
     assert stage_zero("float16", "fp16", "--reuse-stages") == ("hit", "cached")
     assert stage_zero("float16", "fp16_plain")[1] == "evaluated"           # reuse is asked for, never assumed
     assert stage_zero("bfloat16", "bf16", "--reuse-stages")[1] == "evaluated"  # not calibrated: another key

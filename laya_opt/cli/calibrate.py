@@ -126,10 +126,10 @@ def filed_outputs(reference, requests, directory: Path, say=lambda message: None
     no entry it cannot check), then filed in the stage cache under the key of a run's stage 0 in that dtype."""
     from laya_opt.fidelity.checker import evaluate
     from laya_opt.runs.refcache import cached_reference
-    from laya_opt.runs.runner import keyed_reference
+    from laya_opt.runs.runner import reference_cache_key
     from laya_opt.runs.stagecache import StageCache
 
-    key = keyed_reference(reference, requests, directory)
+    key = reference_cache_key(reference, requests, directory)
     stages = StageCache(key)
 
     def outputs_of(runtime):

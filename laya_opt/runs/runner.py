@@ -247,11 +247,11 @@ def reference_outputs(reference: Runtime, inputs: RunInputs, measured: dict, cac
         say("evaluating the reference" + ("" if cache else " (cache off)"))
         return evaluate_reference(reference, inputs.requests, track)
 
-    key = keyed_reference(reference, inputs.requests, inputs.checkpoint.path, measured) if cache else None
+    key = reference_cache_key(reference, inputs.requests, inputs.checkpoint.path, measured) if cache else None
     return cached_reference(key, compute)
 
 
-def keyed_reference(reference: Runtime, requests: Sequence, checkpoint_dir: Path, measured: dict | None = None):
+def reference_cache_key(reference: Runtime, requests: Sequence, checkpoint_dir: Path, measured: dict | None = None):
     """The reference cache key of `reference` on `requests`, as a run files it (calibrate-gates files its
     reference and cast outputs under the same key, so that the runs after it find them); `measured`: what
     `measure_inputs` returned, measured here when not given."""

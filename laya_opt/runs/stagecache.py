@@ -41,17 +41,23 @@ PACKAGES = ("laya_opt", "laya_opt.passes", "laya_opt.fidelity")
 SWITCH_PREFIXES = ("MLX_", "LAYA_")
 
 
-# Not in the digest: bytecode caches, and the gates files, which judge outputs after they are computed
-# (calibrate-gates writes one after filing its cast outputs here, for the verdict runs that follow it).
-SKIPPED_FOLDERS = ("__pycache__", "gate_files")
+# Not in the digest: bytecode caches; the gates files, which judge outputs after they are computed
+# (calibrate-gates writes one after filing its cast outputs here, for the verdict runs that follow it);
+# and what only explains: Markdown and a checkpoint's training logs (the wheel carries checkpoints/, whose
+# TRAINING.md each training session rewrites; no code reads them, and the weights are in the reference key).
+SKIPPED_FOLDERS = ("__pycache__", "gate_files", "logs")
+SKIPPED_SUFFIXES = (".md",)
+
+
+def counts_in_digest(relative: Path) -> bool:
+    return not (set(relative.parts) & set(SKIPPED_FOLDERS)) and relative.suffix not in SKIPPED_SUFFIXES
 
 
 def folder_digest(roots: dict[str, Path]) -> str:
-    """SHA-256 over the relative path and bytes of every file under each named folder (SKIPPED_FOLDERS excluded)."""
+    """SHA-256 over the relative path and bytes of every file under each named folder (the skipped excluded)."""
     digest = hashlib.sha256()
     for name, root in sorted(roots.items()):
-        for path in sorted(p for p in root.rglob("*")
-                           if p.is_file() and not set(p.relative_to(root).parts) & set(SKIPPED_FOLDERS)):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and counts_in_digest(p.relative_to(root))):
             digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

@@ -185,6 +185,16 @@ def test_the_package_digest_covers_every_file_of_the_pass_and_fidelity_folders(t
     (root / "sub" / "gate_files.cu").write_text("a file, not the folder")
     assert stagecache.folder_digest({"p": root}) != base
     (root / "sub" / "gate_files.cu").unlink()
+    (root / "ckpt" / "logs").mkdir(parents=True)
+    (root / "ckpt" / "TRAINING.md").write_text("how it was trained")
+    (root / "ckpt" / "logs" / "run.log").write_text("step 1000")
+    assert stagecache.folder_digest({"p": root}) == base   # they explain, they do not make outputs
+    (root / "ckpt" / "manifest.json").write_text("{}")
+    assert stagecache.folder_digest({"p": root}) != base   # a checkpoint's data file counts
+    (root / "ckpt" / "manifest.json").unlink()
+    (root / "sub" / "notes.mdx").write_text("not Markdown by its suffix")
+    assert stagecache.folder_digest({"p": root}) != base
+    (root / "sub" / "notes.mdx").unlink()
     (root / "sub" / "kernel.cu").write_text("b")
     assert stagecache.folder_digest({"p": root}) != base
     (root / "sub" / "kernel.cu").write_text("a")

@@ -19,10 +19,13 @@
 # (argparse keeps the last value of a repeated option).
 #
 # WORK (default /tmp/train) is the run's folder on the machine: two runs with their own WORK and OUT (a
-# subfolder of the call's $OUT each) train side by side in one call, sharing the GPU and the kernel cache;
-# install first, so that they do not both join the wheel:
-#   bash tools/device_train.sh install && { WORK=/tmp/ta OUT=$OUT/a bash tools/device_train.sh train 480 A... &
-#     WORK=/tmp/tb OUT=$OUT/b bash tools/device_train.sh train 480 B...; wait; }
+# subfolder of the call's $OUT each) train side by side in one call, sharing the GPU; install first, so that
+# they do not both join the wheel, and give the second a copy of the kernel cache (both compile the kernels
+# their recipe adds at the same moment, and two writers of one cache file could leave it torn):
+#   bash tools/device_train.sh install && cp -r /tmp/ptx /tmp/ptx_b && {
+#     WORK=/tmp/ta OUT=$OUT/a bash tools/device_train.sh train 900 A... &
+#     MLX_PTX_CACHE_DIR=/tmp/ptx_b WORK=/tmp/tb OUT=$OUT/b bash tools/device_train.sh train 900 B...; wait; }
+# (A CPU rehearsal of two at once, 2026-12-07: a 24 GiB machine holds one; the second was killed for memory.)
 set -euo pipefail
 step="${1:?usage: device_train.sh wheel DIR | install | train TOTAL_SECONDS [ARGS...]}"
 shift

@@ -87,8 +87,7 @@ from laya_opt.suites.synthetic import lexicon
 from laya_opt.suites.synthetic.generator import iter_training_records
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
-from laya_opt.suites.synthetic.hard_cases import generate_hard, wording_for
-from laya_opt.suites.synthetic.topic_frames import with_noul_frames
+from laya_opt.suites.synthetic.hard_cases import generate_hard
 from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, is_near_tie
@@ -616,8 +615,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
         return cached
     n_hard = round(args.hard_fraction * args.train_records)
     hard_split = "train_paraphrased" if args.training_paraphrases else "train"
-    hard_templates = with_noul_frames(wording_for(hard_split).templates) if args.varied_noul_frames else None
-    records = generate_hard(hard_split, n_hard, args.seed, hard_templates)
+    records = generate_hard(hard_split, n_hard, args.seed, varied_noul=args.varied_noul_frames)
     for record in iter_training_records(args.seed, varied_topics=args.varied_topics,
                                         varied_noul=args.varied_noul_frames):
         if len(records) >= args.train_records:

@@ -12,7 +12,7 @@ from laya_opt.suites.synthetic.generator import generate, iter_training_records
 from laya_opt.suites.synthetic.hard_cases import mentions
 from laya_opt.suites.synthetic.hard_templates import HELDOUT_HARD
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, templates_for
-from laya_opt.suites.synthetic.hard_cases import generate_hard, wording_for
+from laya_opt.suites.synthetic.hard_cases import generate_hard
 from laya_opt.suites.synthetic.topic_frames import FRAMES, NOUL_FRAMES, varied_group, with_noul_frames
 
 PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}", "noul": "{s}"}
@@ -110,5 +110,5 @@ def test_noul_frames_reach_both_training_streams_and_leave_the_others_alone():
             and (pre or post) for pre, post in new))
 
     assert noul_in_new_frames(plain) == 0 and noul_in_new_frames(framed) >= 50
-    hard = generate_hard("train_paraphrased", 200, 4, with_noul_frames(wording_for("train_paraphrased").templates))
+    hard = generate_hard("train_paraphrased", 200, 4, varied_noul=True)
     assert noul_in_new_frames(generate_hard("train_paraphrased", 200, 4)) == 0 and noul_in_new_frames(hard) >= 20

@@ -52,6 +52,7 @@ from laya_opt.suites.synthetic.hard_templates import HARD_WORDINGS, HELDOUT_HARD
 from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, TemplateGroup
+from laya_opt.suites.synthetic.topic_frames import with_noul_frames
 
 HARD_SPLITS = ("train", "train_paraphrased", "validation", "heldout")
 # train_paraphrased: the training wording, its noul questions asked in the training paraphrases
@@ -262,19 +263,20 @@ def _make_record(rng: random.Random, w: Wording, rid: str) -> SuiteRecord:
     return SuiteRecord(rid, state, questions, {case.family: case.label for case in cases}, tags)
 
 
-def iter_hard_records(split: str, seed: int, templates: TemplateGroup | None = None) -> Iterator[SuiteRecord]:
+def iter_hard_records(split: str, seed: int, varied_noul: bool = False) -> Iterator[SuiteRecord]:
     """Endless stream of hard records of one wording; ids "hard-{split}-00000", ...
 
-    templates: in place of the wording's own group (training only: `topic_frames.with_noul_frames`)."""
+    varied_noul (training only): noul questions also in `topic_frames.NOUL_FRAMES` (a different stream), as
+    `generator.iter_training_records(varied_noul=True)`."""
     wording = wording_for(split)
-    if templates is not None:
-        wording = dataclasses.replace(wording, templates=templates)
+    if varied_noul:
+        wording = dataclasses.replace(wording, templates=with_noul_frames(wording.templates))
     rng = random.Random(f"laya-fidelity-hard/{split}/{seed}")
     for i in itertools.count():
         yield _make_record(rng, wording, f"hard-{split}-{i:05d}")
 
 
-def generate_hard(split: str, n_records: int, seed: int, templates: TemplateGroup | None = None) -> list[SuiteRecord]:
+def generate_hard(split: str, n_records: int, seed: int, varied_noul: bool = False) -> list[SuiteRecord]:
     if isinstance(n_records, bool) or not isinstance(n_records, int) or n_records < 0:
         raise ValueError(f"n_records must be a non-negative int, got {n_records!r}")
-    return list(itertools.islice(iter_hard_records(split, seed, templates), n_records))
+    return list(itertools.islice(iter_hard_records(split, seed, varied_noul), n_records))

@@ -116,8 +116,9 @@ def render_markdown(data: Mapping) -> str:
                   f"{_cell(best['speedup'], '.3f')}, {best['decision_changes']:.0f} decision changes; "
                   "best.yaml reproduces it.", ""]
     else:
-        lines += ["**No trial passed the gates.** The closest trials: "
-                  + ", ".join(str(number) for number in data["closest_failing"]) + ".", ""]
+        closest = ", ".join(str(number) for number in data["closest_failing"])
+        lines += ["**No trial passed the gates.** " + (f"The closest trials: {closest}." if closest else
+                  "None was judged either: no trial finished (cut, crashed or pruned)."), ""]
     lines += ["## Pareto front (passing trials)", "", trials_table([rows[n] for n in data["front"]]) if data["front"]
               else "(empty: no trial passed)", "", "## All trials", "", trials_table(list(rows.values())), ""]
     return "\n".join(lines)

@@ -92,7 +92,7 @@ def test_nothing_passing_still_writes_the_front_with_the_closest_trials(tmp_path
     outcome = run_sweep(sweep)
     assert outcome.frontier["best"] is None and outcome.best_yaml is None
     assert outcome.frontier["closest_failing"] == [0]
-    assert "No trial passed" in (outcome.results_dir / "frontier.md").read_text()
+    assert "No trial passed the gates.** The closest trials: 0." in (outcome.results_dir / "frontier.md").read_text()
 
 
 def test_resume_continues_numbering_and_skips_done_trials(tmp_path, base_file):
@@ -237,6 +237,7 @@ def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_agai
     assert frontier["closest_failing"] == []  # cut is not rejected
     assert "Cut by the budget" in (sweep.results_dir / "frontier.md").read_text()
     assert "cut (budget)" in (sweep.results_dir / "frontier.md").read_text()
+    assert "None was judged either: no trial finished" in (sweep.results_dir / "frontier.md").read_text()
 
     monkeypatch.setattr(sweep_module, "clock", time.time)
     marker.unlink()

@@ -11,13 +11,17 @@ parent, about the FP16 cast's 0.012). This measures the question a gate for such
 question, |dp| (the largest probability difference) of the parent and of the candidate against the float32
 reference, their distributions (mean, p50, p90, p99, max), how many questions each is closer on, the
 candidate-vs-parent drift, and the answers each changes against the reference, decisive (reference top-two gap
-at least 0.05) and near tie apart. On the CPU the fused kernels fall back to MLX ops, so candidate and parent
-agree: that run checks the plumbing only. Exit 0; the JSON goes to --out.
+at least 0.05) and near tie apart; then whether the candidate's excess over its parent (p99 and max, what the
+ref_excess gates read) is more than swapping each question's two distances at random gives, and a sign test
+(`paired`), with the per-question distances in the JSON. On the CPU the fused kernels fall back to MLX ops,
+so candidate and parent agree: that run checks the plumbing only. Exit 0; the JSON goes to --out.
 
 `--candidate float32_layers` is no pass but the rounding change at its largest, on any device: every encoder
 layer computed in float32 from the half-precision weights and rounded once at its output (what a fused layer
 kernel that accumulates and chains in float32 does). Measured on the CPU on `gate` (docs/gates.md, "Exact
-half-precision kernels").
+half-precision kernels"). `float32_midlayer` rounds once per layer too, after the attention's residual add:
+with `--parent float32_layers` it is a pair that rounds differently and about as finely, what a correct
+fused kernel is to the ops it replaces.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import math
 import platform
 import sys
 import time
@@ -50,6 +55,36 @@ def summary(values: np.ndarray) -> dict:
 
 def per_question_dp(reference, candidate) -> np.ndarray:
     return np.array([compare_question(r, c).max_abs_dp for r, c in zip(reference.questions, candidate.questions)])
+
+
+def sign_test_p(farther: int, closer: int) -> float:
+    """One-sided exact binomial p-value of the candidate being farther on at least `farther` of the questions
+    where the two differ, were farther and closer equally likely (ties left out)."""
+    n = farther + closer
+    return float(sum(math.comb(n, k) for k in range(farther, n + 1)) / 2 ** n) if n else 1.0
+
+
+def paired(parent_dp: np.ndarray, candidate_dp: np.ndarray, draws: int = 2000, seed: int = 0) -> dict:
+    """Is the candidate farther from float32 than its parent, beyond what rounding differently would give?
+
+    The ref_excess gates compare the candidate's p99 and max |dp| with its parent's. Were the two merely
+    rounding differently (neither worse), each question's pair of distances would be exchangeable: swapping
+    them at random gives the excess such a pair shows by chance. `null_95`: its 95th percentile; `p`: the
+    share of swaps with an excess at least the observed one; the sign test counts questions either way."""
+    rng = np.random.default_rng(seed)
+    pairs = np.stack([parent_dp, candidate_dp])
+    swap = rng.random((draws, len(parent_dp))) < 0.5
+    cand = np.where(swap, pairs[0], pairs[1])
+    par = np.where(swap, pairs[1], pairs[0])
+    out = {}
+    for name, stat in (("p99", lambda a: np.percentile(a, 99, axis=-1)), ("max", lambda a: a.max(axis=-1))):
+        observed = float(stat(candidate_dp) - stat(parent_dp))
+        null = stat(cand) - stat(par)
+        out[f"{name}_excess"] = {"observed": observed, "null_95": float(np.percentile(null, 95)),
+                                 "p": float(np.mean(null >= observed - 1e-12))}
+    farther, closer = int(np.sum(candidate_dp > parent_dp)), int(np.sum(candidate_dp < parent_dp))
+    out["sign_test"] = {"farther": farther, "closer": closer, "p_farther": sign_test_p(farther, closer)}
+    return out
 
 
 def changed_answers(reference, candidate) -> dict:
@@ -82,10 +117,41 @@ def float32_layers(runtime):
     return runtime.replace(kernels=dataclasses.replace(runtime.kernels, encoder_stack=stack))
 
 
+FLOAT32_MIDLAYER = "float32_midlayer"
+
+
+def float32_midlayer(runtime):
+    """As `float32_layers`, one rounding per layer, but at another place: after the attention's residual add
+    instead of at the layer's output. It rounds differently, not better: a pair with `float32_layers` that
+    the ref_excess gates should not tell apart."""
+    from mlx.utils import tree_map
+
+    from laya_opt.core.model import global_attention
+
+    half = runtime.dtype
+    encoder32 = copy.deepcopy(runtime.model.encoder)
+    encoder32.update(tree_map(lambda w: w.astype(mx.float32), encoder32.parameters()))
+
+    def stack(encoder, input_ids, attention_mask, kernels):
+        x = encoder.embeddings(input_ids).astype(mx.float32)
+        context = kernels.attention_masks(attention_mask, encoder.window, mx.float32)
+        for layer in encoder32.layers:
+            attend = kernels.sliding_attention if layer.sliding else global_attention
+            normed = layer.attn_norm(x) if "attn_norm" in layer else x
+            x = (x + kernels.self_attention(layer.attn, normed, context, attend)).astype(half).astype(mx.float32)
+            x = x + layer.mlp(layer.mlp_norm(x))
+        return encoder32.final_norm(x).astype(half)
+
+    return runtime.replace(kernels=dataclasses.replace(runtime.kernels, encoder_stack=stack))
+
+
+VARIANTS = {FLOAT32_LAYERS: float32_layers, FLOAT32_MIDLAYER: float32_midlayer}
+
+
 def build(names: list[str], dtype: str):
     runtime = lo.load(dtype=dtype)
     for name in names:
-        runtime = float32_layers(runtime) if name == FLOAT32_LAYERS else lo.apply(runtime, name)
+        runtime = VARIANTS[name](runtime) if name in VARIANTS else lo.apply(runtime, name)
     return runtime
 
 
@@ -109,6 +175,8 @@ def measure(parent: list[str], candidate: list[str], suite: str, dtype: str, fir
         "parent_closer": int(np.sum(parent_dp < candidate_dp)),
         "changed_vs_reference": {role: changed_answers(reference, outputs[role]) for role in ("parent", "candidate")},
         "changed_vs_parent": changed_answers(outputs["parent"], outputs["candidate"]),
+        "paired": paired(parent_dp, candidate_dp),
+        "per_question": {"parent": parent_dp.tolist(), "candidate": candidate_dp.tolist()},
     }
 
 
@@ -122,6 +190,13 @@ def table(result: dict) -> str:
                 f"of {result['questions']} questions; answers changed against float32 (decisive / near tie): "
                 f"parent {changed['parent']['decisive']} / {changed['parent']['near_tie']}, candidate "
                 f"{changed['candidate']['decisive']} / {changed['candidate']['near_tie']}")
+    test = result["paired"]
+    for name in ("p99", "max"):
+        cell = test[f"{name}_excess"]
+        rows.append(f"{name} excess over the parent {cell['observed']:.2e}; by swapping each question's pair: "
+                    f"95th percentile {cell['null_95']:.2e}, p = {cell['p']:.3f}")
+    rows.append(f"sign test: farther on {test['sign_test']['farther']}, closer on {test['sign_test']['closer']}, "
+                f"one-sided p = {test['sign_test']['p_farther']:.3g}")
     return "\n".join(rows)
 
 

@@ -67,7 +67,8 @@ def sign_test_p(farther: int, closer: int) -> float:
 def paired(parent_dp: np.ndarray, candidate_dp: np.ndarray, draws: int = 2000, seed: int = 0) -> dict:
     """Is the candidate farther from float32 than its parent, beyond what rounding differently would give?
 
-    The ref_excess gates compare the candidate's p99 and max |dp| with its parent's. Were the two merely
+    The ref_excess gates compare the candidate's p99 |dp| with its parent's (its max, since 2026-12-07, with
+    the larger of the parent's and the dtype cast's: docs/gates.md, "The worst question"). Were the two merely
     rounding differently (neither worse), each question's pair of distances would be exchangeable: swapping
     them at random gives the excess such a pair shows by chance. `null_95`: its 95th percentile; `p`: the
     share of swaps with an excess at least the observed one; the sign test counts questions either way."""

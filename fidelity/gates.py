@@ -489,9 +489,10 @@ def rounding_kernel_gates(gates: Sequence[Gate]) -> tuple[Gate, ...]:
     by about what the cast to the dtype does, ten times the same-dtype noise of the exact bound, while sitting no
     farther from the float32 reference (docs/gates.md, "Exact half-precision kernels that round differently").
     So its drift from the parent becomes a diagnostic, and it is judged by its distance to the reference: its p99
-    and max |dp| from the reference may exceed its parent's by at most the exact max |dp| bound. The rest stays:
-    no decisive change from the parent, the kernel probe (added by `default_gates`), determinism, finiteness.
-    A table without a max |dp| gate is returned unchanged."""
+    |dp| from the reference may exceed its parent's, and its max the larger of its parent's and the dtype cast's
+    (one question's distance is a draw: docs/gates.md, "The worst question"), by at most the exact max |dp| bound.
+    The rest stays: no decisive change from the parent, the kernel probe (added by `default_gates`),
+    determinism, finiteness. A table without a max |dp| gate is returned unchanged."""
     bound = next((gate for gate in gates if gate.metric == "max_abs_dp" and gate.op == "<="), None)
     if bound is None:
         return tuple(gates)
@@ -500,10 +501,12 @@ def rounding_kernel_gates(gates: Sequence[Gate]) -> tuple[Gate, ...]:
     kept = tuple(dataclasses.replace(gate, diagnostic=True, derivation=gate.derivation + note)
                  if gate.metric in _PARENT_DRIFT_METRICS else gate for gate in gates)
     judged = tuple(Gate(metric, "<=", bound.threshold, noise_floor=bound.noise_floor,
-                        derivation=f"the stage's {what} |dp| from the reference may exceed its parent's by at most "
+                        derivation=f"the stage's {what} |dp| from the reference may exceed {floor} by at most "
                                    f"the exact same-dtype bound ({bound.threshold:.3g}): rounding differently is "
                                    "allowed, drifting farther from the float32 answers is not")
-                   for metric, what in (("ref_excess_p99_abs_dp", "p99"), ("ref_excess_max_abs_dp", "max")))
+                   for metric, what, floor in (
+                       ("ref_excess_p99_abs_dp", "p99", "its parent's"),
+                       ("ref_excess_max_abs_dp", "max", "the larger of its parent's and the dtype cast's")))
     return kept + judged
 
 

@@ -31,9 +31,12 @@ LOGIT_METRICS = ("max_abs_dlogit", "kl_logits_max", "kl_logits_mean")
 # pass that replaces kernels (fidelity.kernel_probe).
 PROBE_METRICS = ("capture_max_abs_dlogit", "kernel_rounding_error")
 # Set by the pipeline on every stage's incremental comparison: how much farther from the reference the stage's
-# answers sit than its parent's (its cumulative p99 and max |dp| minus the parent's). A kernel that rounds once
-# where the ops it replaces round after each step moves answers from its parent's by about what the cast to the
-# half dtype does, yet no farther from the float32 reference: these tell the two apart (fidelity.gates).
+# answers sit than its parent's (its cumulative p99 |dp| minus the parent's; its max |dp| minus the larger of the
+# parent's and the dtype cast's, stage 0's). A kernel that rounds once where the ops it replaces round after each
+# step moves answers from its parent's by about what the cast to the half dtype does, yet no farther from the
+# float32 reference: these tell the two apart (fidelity.gates). The max has the cast as a floor because one
+# question's distance is a draw: a kernel that rounds elsewhere, no worse, moves its worst question about as far
+# as the cast moves any (docs/gates.md, "The worst question").
 REFERENCE_EXCESS_METRICS = ("ref_excess_p99_abs_dp", "ref_excess_max_abs_dp")
 LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
                  "ece_delta")
@@ -287,14 +290,20 @@ def drift_metrics(comparisons: Sequence[QuestionComparison]) -> dict[str, float]
     return metrics
 
 
-def reference_excess(stage: Mapping[str, float], parent: Mapping[str, float] | None) -> dict[str, float]:
-    """REFERENCE_EXCESS_METRICS from the cumulative metrics of a stage and of its parent (None: the parent is the
-    reference, at distance 0). A side without the metric gives NaN, which fails any gate on it."""
-    excess = {}
-    for name, base in zip(REFERENCE_EXCESS_METRICS, ("p99_abs_dp", "max_abs_dp")):
-        parent_value = 0.0 if parent is None else parent.get(base, math.nan)
-        excess[name] = float(stage.get(base, math.nan) - parent_value)
-    return excess
+def reference_excess(stage: Mapping[str, float], parent: Mapping[str, float] | None,
+                     cast: Mapping[str, float] | None = None) -> dict[str, float]:
+    """REFERENCE_EXCESS_METRICS from the cumulative metrics of a stage, of its parent and of the dtype cast (stage
+    0; None for either: the reference, at distance 0). The p99 is judged against the parent's; the max against
+    the larger of the parent's and the cast's. A side without the metric gives NaN, which fails any gate on it."""
+    def value(side: Mapping[str, float] | None, base: str) -> float:
+        return 0.0 if side is None else side.get(base, math.nan)
+
+    p99_floor = value(parent, "p99_abs_dp")
+    max_floor = max(value(parent, "max_abs_dp"), value(cast, "max_abs_dp"))
+    if math.isnan(value(parent, "max_abs_dp")) or math.isnan(value(cast, "max_abs_dp")):
+        max_floor = math.nan   # max() would drop a NaN on one side
+    return {"ref_excess_p99_abs_dp": float(stage.get("p99_abs_dp", math.nan) - p99_floor),
+            "ref_excess_max_abs_dp": float(stage.get("max_abs_dp", math.nan) - max_floor)}
 
 
 def label_metrics(reference: Outputs, candidate: Outputs) -> dict[str, float]:

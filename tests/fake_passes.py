@@ -145,14 +145,17 @@ CRASH = PassSpec(name="crash", config_type=EmptyConfig, apply=abort_process, exa
 @dataclass(frozen=True)
 class RoundOnceConfig:
     skew: float = 0.0   # the stack's output times (1 + skew): a kernel that is wrong, not just rounded otherwise
+    place: str = "output"   # where each layer rounds: "output", or "midlayer" (after the attention's residual add)
 
 
 def round_once(runtime, config, data):
     """Every encoder layer in float32 from the half-precision weights, rounded once per layer
-    (benchmarks/drift_to_reference.py `float32_layers`: what a fused kernel that chains in float32 does)."""
+    (benchmarks/drift_to_reference.py `float32_layers`: what a fused kernel that chains in float32 does;
+    `float32_midlayer` with place "midlayer": the same rounding elsewhere, no worse)."""
     from repo_scripts import load_script
 
-    child = load_script("benchmarks/drift_to_reference.py").float32_layers(runtime)
+    drift = load_script("benchmarks/drift_to_reference.py")
+    child = (drift.float32_midlayer if config.place == "midlayer" else drift.float32_layers)(runtime)
     if not config.skew:
         return child, {}
     stack = child.kernels.encoder_stack

@@ -286,7 +286,7 @@ class Pipeline:
             if current is not reference:
                 incremental = compare(current_outputs, outputs)
                 incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **reference_excess(
-                    cumulative.metrics, stages[current_index].cumulative.metrics)})
+                    cumulative.metrics, stages[current_index].cumulative.metrics, stages[0].cumulative.metrics)})
             if probes:
                 incremental = dataclasses.replace(incremental, metrics={**incremental.metrics, **probes})
             incremental_gates, cumulative_gates = (

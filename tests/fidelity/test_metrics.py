@@ -299,3 +299,10 @@ def test_reference_excess_is_the_stage_drift_from_the_reference_beyond_its_paren
     assert reference_excess(stage, None) == {"ref_excess_p99_abs_dp": 0.003, "ref_excess_max_abs_dp": 0.005}
     assert all(math.isnan(v) for v in reference_excess({}, parent).values())     # never passes by omission
     assert all(math.isnan(v) for v in reference_excess(stage, {}).values())
+    # the max is judged beyond the larger of the parent's and the cast's; the p99 beyond the parent's alone
+    cast = {"p99_abs_dp": 0.009, "max_abs_dp": 0.004}
+    assert reference_excess(stage, parent, cast) == pytest.approx(
+        {"ref_excess_p99_abs_dp": -0.001, "ref_excess_max_abs_dp": 0.001})
+    assert reference_excess(stage, parent, {"max_abs_dp": 0.001})["ref_excess_max_abs_dp"] == pytest.approx(0.003)
+    assert math.isnan(reference_excess(stage, parent, {})["ref_excess_max_abs_dp"])    # a cast without it
+    assert reference_excess(stage, None, cast)["ref_excess_max_abs_dp"] == pytest.approx(0.001)

@@ -84,6 +84,21 @@ def test_a_kernel_that_rounds_once_is_judged_by_its_distance_to_the_reference(re
     assert failed_metrics(skewed) == {"ref_excess_p99_abs_dp", "ref_excess_max_abs_dp"}
 
 
+def test_the_worst_question_is_judged_against_the_farther_of_the_parent_and_the_cast(reference):
+    # round_once, then the same rounding at another place in each layer (no worse): the second stage's max
+    # |dp| from the reference is measured beyond the larger of its parent's and stage 0's (the float16 cast).
+    result = run([(ROUND_ONCE, {}, "reject"), (ROUND_ONCE, {"place": "midlayer"}, "reject")], reference,
+                 dtype="float16")
+    cast, parent, stage = (s.cumulative.metrics for s in result.stages)
+    excess = result.stages[2].incremental.metrics
+    assert cast["max_abs_dp"] > parent["max_abs_dp"] > 0.0   # the parent rounds once: closer than the cast
+    assert excess["ref_excess_max_abs_dp"] == pytest.approx(stage["max_abs_dp"] - cast["max_abs_dp"])
+    assert excess["ref_excess_p99_abs_dp"] == pytest.approx(stage["p99_abs_dp"] - parent["p99_abs_dp"])
+    assert result.stages[2].verdict == "accepted", result.stages[2].failed_gates
+    assert result.stages[1].incremental.metrics["ref_excess_max_abs_dp"] == pytest.approx(
+        parent["max_abs_dp"] - cast["max_abs_dp"])   # a child of stage 0: its parent is the cast
+
+
 def test_a_half_precision_compile_is_gated_by_its_distance_to_the_reference(reference):
     # compile_buckets replaces the forward: in float16 its drift from the parent is a diagnostic (its generated
     # kernels round otherwise on CUDA) and it has no kernel probe; in float32 the exact bounds decide.

@@ -298,11 +298,9 @@ def reference_excess(stage: Mapping[str, float], parent: Mapping[str, float] | N
     def value(side: Mapping[str, float] | None, base: str) -> float:
         return 0.0 if side is None else side.get(base, math.nan)
 
-    p99_floor = value(parent, "p99_abs_dp")
-    max_floor = max(value(parent, "max_abs_dp"), value(cast, "max_abs_dp"))
-    if math.isnan(value(parent, "max_abs_dp")) or math.isnan(value(cast, "max_abs_dp")):
-        max_floor = math.nan   # max() would drop a NaN on one side
-    return {"ref_excess_p99_abs_dp": float(stage.get("p99_abs_dp", math.nan) - p99_floor),
+    parent_max, cast_max = value(parent, "max_abs_dp"), value(cast, "max_abs_dp")
+    max_floor = math.nan if math.isnan(parent_max) or math.isnan(cast_max) else max(parent_max, cast_max)
+    return {"ref_excess_p99_abs_dp": float(stage.get("p99_abs_dp", math.nan) - value(parent, "p99_abs_dp")),
             "ref_excess_max_abs_dp": float(stage.get("max_abs_dp", math.nan) - max_floor)}
 
 

@@ -93,12 +93,9 @@ def changed_answers(reference, candidate) -> dict:
     return {"decisive": split.decisive.changes, "near_tie": split.near_tie.changes}
 
 
-FLOAT32_LAYERS = "float32_layers"
-
-
-def float32_layers(runtime):
-    """The runtime with each encoder layer (and the final norm) computed in float32 from its half-precision
-    weights and rounded to the runtime's dtype once per layer: one rounding where the parent rounds per op."""
+def _float32_encoder(runtime, layer_step):
+    """The runtime with its encoder layers and final norm computed in float32 from the half-precision weights,
+    each layer through `layer_step(layer, x, context, attend, self_attention, half)`, which rounds once."""
     from mlx.utils import tree_map
 
     from laya_opt.core.model import global_attention
@@ -108,14 +105,28 @@ def float32_layers(runtime):
     encoder32.update(tree_map(lambda w: w.astype(mx.float32), encoder32.parameters()))
 
     def stack(encoder, input_ids, attention_mask, kernels):
-        x = encoder.embeddings(input_ids)   # as the parent computes it
+        x = encoder.embeddings(input_ids).astype(mx.float32)   # as the parent computes them
         context = kernels.attention_masks(attention_mask, encoder.window, mx.float32)
         for layer in encoder32.layers:
             attend = kernels.sliding_attention if layer.sliding else global_attention
-            x = layer(x.astype(mx.float32), context, attend, kernels.self_attention).astype(half)
-        return encoder32.final_norm(x.astype(mx.float32)).astype(half)
+            x = layer_step(layer, x, context, attend, kernels.self_attention, half)
+        return encoder32.final_norm(x).astype(half)
 
     return runtime.replace(kernels=dataclasses.replace(runtime.kernels, encoder_stack=stack))
+
+
+def _rounded(x, half):
+    return x.astype(half).astype(mx.float32)
+
+
+FLOAT32_LAYERS = "float32_layers"
+
+
+def float32_layers(runtime):
+    """Each encoder layer (and the final norm) in float32, rounded to the runtime's dtype once per layer, at its
+    output: one rounding where the parent rounds per op."""
+    return _float32_encoder(runtime, lambda layer, x, context, attend, self_attention, half:
+                            _rounded(layer(x, context, attend, self_attention), half))
 
 
 FLOAT32_MIDLAYER = "float32_midlayer"
@@ -125,25 +136,12 @@ def float32_midlayer(runtime):
     """As `float32_layers`, one rounding per layer, but at another place: after the attention's residual add
     instead of at the layer's output. It rounds differently, not better: a pair with `float32_layers` that
     the ref_excess gates should not tell apart."""
-    from mlx.utils import tree_map
+    def step(layer, x, context, attend, self_attention, half):
+        normed = layer.attn_norm(x) if "attn_norm" in layer else x
+        x = _rounded(x + self_attention(layer.attn, normed, context, attend), half)
+        return x + layer.mlp(layer.mlp_norm(x))
 
-    from laya_opt.core.model import global_attention
-
-    half = runtime.dtype
-    encoder32 = copy.deepcopy(runtime.model.encoder)
-    encoder32.update(tree_map(lambda w: w.astype(mx.float32), encoder32.parameters()))
-
-    def stack(encoder, input_ids, attention_mask, kernels):
-        x = encoder.embeddings(input_ids).astype(mx.float32)
-        context = kernels.attention_masks(attention_mask, encoder.window, mx.float32)
-        for layer in encoder32.layers:
-            attend = kernels.sliding_attention if layer.sliding else global_attention
-            normed = layer.attn_norm(x) if "attn_norm" in layer else x
-            x = (x + kernels.self_attention(layer.attn, normed, context, attend)).astype(half).astype(mx.float32)
-            x = x + layer.mlp(layer.mlp_norm(x))
-        return encoder32.final_norm(x).astype(half)
-
-    return runtime.replace(kernels=dataclasses.replace(runtime.kernels, encoder_stack=stack))
+    return _float32_encoder(runtime, step)
 
 
 VARIANTS = {FLOAT32_LAYERS: float32_layers, FLOAT32_MIDLAYER: float32_midlayer}

@@ -127,8 +127,7 @@ def main(argv=None) -> int:
             else:
                 note = "bisect verified no recipe; all linears quantized"
         path.write_text(yaml.safe_dump(experiment(name, settings, args.checkpoint, args.suite), sort_keys=False))
-        _, outcome = laya_opt("run", str(path), "--no-bench", "--reuse-stages",
-                                "--output-dir", str(args.out / "runs"))
+        _, outcome = laya_opt("run", str(path), "--no-bench", "--reuse-stages", "--output-dir", str(args.out / "runs"))
         rows.append(row(name, outcome, note))
         print(f"{name}: {rows[-1]['verdict']} in {time.time() - started:.0f}s", flush=True)
     (args.out / "verdicts.json").write_text(json.dumps(rows, indent=2) + "\n")

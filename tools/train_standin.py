@@ -19,8 +19,9 @@ a time limit that ends training first moves its end (the metrics record `stopped
 Steps:
 1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
    training wording, `laya_opt.suites.synthetic.hard_cases`) and tokenise them in --workers processes (reusing
-   --data-cache when it was built from the same inputs). --varied-topics and --varied-noul-frames widen the
-   training templates with `laya_opt.suites.synthetic.topic_frames` (each flag gives another data stream).
+   --data-cache when it was built from the same inputs). --varied-topics, --varied-noul-frames and
+   --urgency-phrases widen the training templates with `laya_opt.suites.synthetic.topic_frames` (each flag
+   gives another data stream).
 2. Build every question's model inputs and targets once (`standin_data.question_arrays`, in --workers
    processes) and move them to the device: one bank per padded length (a multiple of --multiple).
 3. Train with one compiled step: the host passes only a bank and a vector of row indices; the step
@@ -412,7 +413,7 @@ RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "l
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "hard_label_smoothing", "warmup",
                "multiple", "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite",
                "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "varied_noul_frames",
-               "max_len", "head_max_len")
+               "urgency_phrases", "max_len", "head_max_len")
 
 
 def state_dir(out: Path) -> Path:
@@ -608,7 +609,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
                     paraphrased=args.training_paraphrases, varied_topics=args.varied_topics,
-                    varied_noul=args.varied_noul_frames,
+                    varied_noul=args.varied_noul_frames, urgency_phrases=args.urgency_phrases,
                     generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
@@ -617,7 +618,7 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     hard_split = "train_paraphrased" if args.training_paraphrases else "train"
     records = generate_hard(hard_split, n_hard, args.seed, varied_noul=args.varied_noul_frames)
     for record in iter_training_records(args.seed, varied_topics=args.varied_topics,
-                                        varied_noul=args.varied_noul_frames):
+                                        varied_noul=args.varied_noul_frames, urgency_phrases=args.urgency_phrases):
         if len(records) >= args.train_records:
             break
         records.append(record)
@@ -671,6 +672,9 @@ def main(argv=None) -> int:
     parser.add_argument("--varied-noul-frames", action="store_true",
                         help="noul questions (standard and hard) are also framed in topic_frames.NOUL_FRAMES "
                              "(the training templates have two frames)")
+    parser.add_argument("--urgency-phrases", action="store_true",
+                        help="standard training states also say how urgent they are without a scale term, in the "
+                             "low and high phrases of topic_frames.URGENCY_PHRASES (\"no hurry\", \"right now\")")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
     parser.add_argument("--hard-label-smoothing", type=float, default=None,
@@ -932,6 +936,7 @@ def main(argv=None) -> int:
                                "hard_label_smoothing": args.hard_label_smoothing,
                                "training_paraphrases": args.training_paraphrases,
                                "varied_topics": args.varied_topics, "varied_noul_frames": args.varied_noul_frames,
+                               "urgency_phrases": args.urgency_phrases,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -955,7 +960,7 @@ def main(argv=None) -> int:
         "hidden_size": args.hidden_size, "lr": args.lr, "aux_weight": args.aux_weight,
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
-        "varied_noul_frames": args.varied_noul_frames,
+        "varied_noul_frames": args.varied_noul_frames, "urgency_phrases": args.urgency_phrases,
         "label_smoothing": args.label_smoothing, "hard_label_smoothing": args.hard_label_smoothing,
         "warmup": args.warmup, "multiple": args.multiple,
         "max_len": agent.max_len, "head_max_len": agent.head_max_len,

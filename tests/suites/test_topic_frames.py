@@ -1,7 +1,9 @@
 """The training-only topic frames (train_standin.py --varied-topics): new wording, no answer of their own."""
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 
 import pytest
 
@@ -13,7 +15,10 @@ from laya_opt.suites.synthetic.hard_cases import mentions
 from laya_opt.suites.synthetic.hard_templates import HELDOUT_HARD
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS, templates_for
 from laya_opt.suites.synthetic.hard_cases import generate_hard
-from laya_opt.suites.synthetic.topic_frames import FRAMES, NOUL_FRAMES, varied_group, with_noul_frames
+from laya_opt.suites.synthetic.topic_frames import (FRAMES, NOUL_FRAMES, URGENCY_BANDS, URGENCY_PHRASES,
+                                                    varied_group, with_noul_frames)
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.util.resources import suite_names, suite_path
 
 PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}", "noul": "{s}"}
 
@@ -112,3 +117,75 @@ def test_noul_frames_reach_both_training_streams_and_leave_the_others_alone():
     assert noul_in_new_frames(plain) == 0 and noul_in_new_frames(framed) >= 50
     hard = generate_hard("train_paraphrased", 200, 4, varied_noul=True)
     assert noul_in_new_frames(generate_hard("train_paraphrased", 200, 4)) == 0 and noul_in_new_frames(hard) >= 20
+
+
+NEGATIONS = {"en": " not ", "de": " nicht ", "fr": " pas ", "es": " no ", "ru": " не ", "zh": "不", "ja": "ません",
+             "hi": " नहीं"}
+
+
+def _phrases():
+    return [(band, lang, phrase) for band, table in URGENCY_PHRASES.items() for lang, phrases in table.items()
+            for phrase in phrases]
+
+
+def test_urgency_phrases_cover_every_language_and_repeat_no_suite_sentence():
+    assert set(URGENCY_PHRASES) == set(URGENCY_BANDS)
+    assert all(set(table) == set(lx.LANGUAGES) for table in URGENCY_PHRASES.values())
+    # no shipped suite may hold one of them: freeform's tickets say "Not urgent." and "No rush", and training
+    # on their own sentences would make freeform a test of memory
+    states = [json.dumps(record.state, ensure_ascii=False).lower() for name in suite_names()
+              for record in load_suite(suite_path(name, "--suite")).records]
+    templates = " ".join(TEMPLATE_GROUPS["heldout"].all_strings() + TEMPLATE_GROUPS["validation"].all_strings()
+                         + HELDOUT_HARD.all_strings()).lower()
+    for band, lang, phrase in _phrases():
+        bare = phrase.lower().rstrip(".。।")
+        assert not any(bare in state for state in states) and bare not in templates, (band, lang, phrase)
+
+
+def test_urgency_phrases_name_no_scale_term_but_a_negated_high_one():
+    for band, lang, phrase in _phrases():
+        found = [index for index, term in enumerate(lx.URGENCY[lang]) if mentions(phrase, term, lang)]
+        found += [term for term in _terms(lang) if term not in lx.URGENCY[lang] and mentions(phrase, term, lang)]
+        if band == "high" or NEGATIONS[lang] not in f" {phrase} ":
+            assert not found, (band, lang, phrase, found)
+        else:   # "not urgent": the high term, negated
+            assert set(found) <= set(URGENCY_BANDS["high"]), (band, lang, phrase, found)
+
+
+def _phrase_questions(records):
+    """(band, options as level indices, label) of every urgency question whose state says it by a phrase."""
+    out = []
+    for record in records:
+        state = json.dumps(record.state, ensure_ascii=False)
+        bands = {band for band, lang, phrase in _phrases() if json.dumps(phrase, ensure_ascii=False)[1:-1] in state}
+        for qid, question in record.questions.items():
+            if not qid.startswith("urgency") or len(bands) != 1:
+                continue
+            lang = record.tags[qid].language
+            options = [c["level"] if isinstance(c, dict) else c for c in question["criteria"]]
+            out.append((next(iter(bands)), [lx.URGENCY[lang].index(o) for o in options], record.labels[qid]))
+    return out
+
+
+def test_urgency_phrases_answer_the_lowest_or_highest_level_offered():
+    plain = list(itertools.islice(iter_training_records(5, varied_topics=True), 400))
+    phrased = list(itertools.islice(iter_training_records(5, varied_topics=True, urgency_phrases=True), 400))
+    assert not _phrase_questions(plain)
+    found = _phrase_questions(phrased)
+    assert len(found) >= 30 and {band for band, _, _ in found} == {"low", "high"}, len(found)
+    for band, levels, label in found:
+        in_band = [level for level in levels if level in URGENCY_BANDS[band]]
+        assert len(in_band) == 1 and levels == sorted(levels), (band, levels)
+        assert label == (0 if band == "low" else len(levels) - 1), (band, levels, label)
+
+
+@pytest.mark.parametrize("flags, digest", [
+    ({}, "ca2be75eeca2b625"),
+    ({"varied_topics": True}, "17e63d073809500c"),                          # run 9's standard records
+    ({"varied_topics": True, "varied_noul": True}, "0354ee0c67a6d2ba"),     # run 10's
+])
+def test_earlier_training_streams_are_unchanged(flags, digest):
+    # A new option of the generator must not move the draws of the streams the shipped runs trained on.
+    records = itertools.islice(iter_training_records(5, **flags), 300)
+    text = "".join(json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) for r in records)
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == digest

@@ -343,13 +343,15 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
             "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--varied-noul-frames",
-            "--eval-every", "2",
+            "--urgency-phrases", "--eval-every", "2",
             "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1",
             "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
-    # the standard records state their topics in the varied frames; both streams frame noul in NOUL_FRAMES
-    assert varied == [{"varied_topics": True, "varied_noul": True}] and hard_flags == [{"varied_noul": True}]
+    # the standard records state their topics in the varied frames and some urgencies in phrases; both streams
+    # frame noul in NOUL_FRAMES
+    assert varied == [{"varied_topics": True, "varied_noul": True, "urgency_phrases": True}]
+    assert hard_flags == [{"varied_noul": True}]
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
     assert "held-out accuracy" in printed and "lexical baseline" in printed
@@ -362,7 +364,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     metrics = json.loads((out / "training_metrics.json").read_text())
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
-    assert metrics["varied_noul_frames"] is True
+    assert metrics["varied_noul_frames"] is True and metrics["urgency_phrases"] is True
     assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]

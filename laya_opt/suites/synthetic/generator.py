@@ -25,7 +25,7 @@ from laya_opt.core.prompt import validate_question
 
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TemplateGroup, templates_for
-from laya_opt.suites.synthetic.topic_frames import varied_group, with_noul_frames
+from laya_opt.suites.synthetic.topic_frames import URGENCY_BANDS, varied_group, with_noul_frames, with_urgency_phrases
 
 SPLITS = ("train", "calib", "heldout", "validation")
 KINDS = ("ticket", "email", "chat", "json", "log")
@@ -35,6 +35,7 @@ _KIND_WEIGHTS = (0.25, 0.20, 0.25, 0.15, 0.15)
 _LENGTH_WEIGHTS = {"short": 0.45, "medium": 0.30, "long": 0.25}
 _NQ_WEIGHTS = (0.15, 0.20, 0.20, 0.18, 0.14, 0.13)          # 1..6 questions
 _MAX_SLOTS = {"short": 4, "medium": 4, "long": 3}           # decisive facts per state
+URGENCY_PHRASE_SHARE = 0.35   # of urgency slots, when the group has phrases (training only)
 _SLOT_WEIGHTS = {"department": 3.0, "product": 2.0, "urgency": 2.0, "mood": 1.5, "rating": 1.0, "fact": 3.0}
 _LOG_SLOTS = ("department", "product", "fact")
 # Minimum characters of a long state: comfortably above 256 tokens of the project tokenizer.
@@ -50,7 +51,7 @@ LAYOUT_WORDS = ("role", "content", "user", "assistant", "INFO", "intake", "ID", 
 @dataclass(frozen=True)
 class Slot:
     kind: str          # department | product | urgency | mood | rating | severity | fact
-    value: Any         # concept id | term index | (n, m) | level index | (fact id, holds)
+    value: Any         # concept id | term index | low/high (urgency phrase) | (n, m) | level index | (fact id, holds)
     sentence: str      # decisive state sentence ("" for severity: it is the alert line's level)
 
 
@@ -95,6 +96,10 @@ def _make_slots(rng: random.Random, tg: TemplateGroup, lang: str, kinds: list[st
             cid = rng.choice(sorted(pool))
             cue = rng.choice(pool[cid][lang].cues)
             slots.append(Slot(kind, cid, rng.choice(tg.slots[kind][lang]).format(kw=cue)))
+        # the draw happens only when the group has phrases, so every other stream stays as it was
+        elif kind == "urgency" and tg.urgency_phrases and rng.random() < URGENCY_PHRASE_SHARE:
+            band = rng.choice(sorted(tg.urgency_phrases))
+            slots.append(Slot(kind, band, rng.choice(tg.urgency_phrases[band][lang])))
         elif kind in ("urgency", "mood"):
             terms = lx.URGENCY if kind == "urgency" else lx.MOOD
             idx = rng.randrange(7)
@@ -151,9 +156,11 @@ def _choice_question(rng, tg, lang, slot: Slot, exclude: set[str]) -> tuple[dict
     return q, keys[ids.index(slot.value)]
 
 
-def _scale_question(rng, tg, lang, family: str, terms, gold: int) -> tuple[dict, int]:
-    k = rng.randint(3, min(7, len(terms)))
-    levels = sorted(rng.sample([i for i in range(len(terms)) if i != gold], k - 1) + [gold])
+def _scale_question(rng, tg, lang, family: str, terms, gold: int, others=None) -> tuple[dict, int]:
+    """A score question on `terms` whose answer is level `gold`; the other options come from `others`."""
+    others = [i for i in range(len(terms)) if i != gold] if others is None else others
+    k = rng.randint(3, min(7, len(others) + 1))
+    levels = sorted(rng.sample(others, k - 1) + [gold])
     as_dict = rng.random() < 0.05   # structured level descriptions are rendered as JSON
     criteria = [{"level": terms[i]} if as_dict else terms[i] for i in levels]
     q = {"type": "score", "instructions": _instructions(rng, rng.choice(tg.instructions[family][lang])),
@@ -191,6 +198,11 @@ def noul_definition(rng: random.Random, tg: TemplateGroup, lang: str, statement:
 def _question_for(rng, tg, lang, slot: Slot, exclude: set[str]) -> tuple[dict, Any]:
     if slot.kind in ("department", "product"):
         return _choice_question(rng, tg, lang, slot, exclude if slot.kind == "department" else set())
+    if slot.kind == "urgency" and slot.value in URGENCY_BANDS:
+        # a phrase: one level of its band is offered, the rest outside it, so it answers the lowest or highest
+        band = URGENCY_BANDS[slot.value]
+        return _scale_question(rng, tg, lang, "urgency", lx.URGENCY[lang], rng.choice(band),
+                               [i for i in range(len(lx.URGENCY[lang])) if i not in band])
     if slot.kind == "urgency":
         return _scale_question(rng, tg, lang, "urgency", lx.URGENCY[lang], slot.value)
     if slot.kind == "mood":
@@ -413,14 +425,17 @@ def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
         yield record
 
 
-def iter_training_records(seed: int, varied_topics: bool = False, varied_noul: bool = False) -> Iterator[SuiteRecord]:
+def iter_training_records(seed: int, varied_topics: bool = False, varied_noul: bool = False,
+                          urgency_phrases: bool = False) -> Iterator[SuiteRecord]:
     """Endless stream of `train` records; its first n equal `generate("train", n, seed)`.
 
     varied_topics: state topics, urgencies and moods also in `topic_frames.FRAMES`; varied_noul: frame noul
-    questions also in `topic_frames.NOUL_FRAMES` (each a different stream).
+    questions also in `topic_frames.NOUL_FRAMES`; urgency_phrases: state some urgencies by
+    `topic_frames.URGENCY_PHRASES` (each a different stream).
     """
     tg = templates_for("train")
     tg = varied_group(tg) if varied_topics else tg
     tg = with_noul_frames(tg) if varied_noul else tg
+    tg = with_urgency_phrases(tg) if urgency_phrases else tg
     for record, _ in _stream("train", seed, tg):
         yield record

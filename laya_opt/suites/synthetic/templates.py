@@ -14,7 +14,7 @@ wordings it must not repeat (tests/suites/test_generator.py checks that the grou
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from laya_opt.suites.synthetic.lexicon import LANGUAGES
 
@@ -55,12 +55,15 @@ class TemplateGroup:
     log_filler: tuple[str, ...]                          # language-independent INFO messages ({n})
     log_line: str                                        # layout of one log line
     json_keys: tuple[str, ...]                           # id, channel, subject, message, history
+    # band (low | high) -> lang -> sentences stating an urgency without its scale term; empty: none
+    # (training only: topic_frames.with_urgency_phrases)
+    urgency_phrases: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def all_strings(self) -> list[str]:
         """Every template string of the group (for disjointness checks)."""
         out: list[str] = []
         for table in (*self.instructions.values(), *self.slots.values(), self.noul_frames, self.fillers,
-                      self.assistant, self.greetings, self.closings):
+                      self.assistant, self.greetings, self.closings, *self.urgency_phrases.values()):
             for items in table.values():
                 out.extend(items)
         out.extend(self.log_filler)

@@ -1,5 +1,6 @@
-"""More ways to state a topic, an urgency or a mood in training states (train_standin.py --varied-topics), and
-to frame a noul question (--varied-noul-frames).
+"""More ways to state a topic, an urgency or a mood in training states (train_standin.py --varied-topics), to
+frame a noul question (--varied-noul-frames), and to say how urgent a ticket is without a scale term
+(--urgency-phrases).
 
 The training templates state each of these in three fixed sentences per language ("I have a problem
 related to {kw}.", "Priority: {t}."). A model trained on them alone learns the frame as much as the cue:
@@ -88,3 +89,39 @@ def varied_group(group: TemplateGroup) -> TemplateGroup:
     slots = {kind: {lang: frames + FRAMES[kind][lang] for lang, frames in table.items()} if kind in FRAMES
              else table for kind, table in group.slots.items()}
     return dataclasses.replace(group, slots=slots)
+
+
+# Urgency said without a scale term, in two bands (train_standin.py --urgency-phrases). The scale terms
+# alone teach nothing about "no hurry" or "not urgent": run 9 read the hand-written tickets' negated
+# urgency as `serious` or `critical` (checkpoints/laya-tiny/TRAINING.md). A low phrase answers the lowest
+# level a question offers and a high one the highest; the generator offers one level of the band
+# (URGENCY_BANDS) with the others outside it, so the answer is never in doubt. A low phrase may name a
+# high term only negated; none repeats a sentence of a shipped suite (tests/suites/test_topic_frames.py).
+URGENCY_BANDS = {"low": (0, 1), "high": (5, 6)}
+URGENCY_PHRASES = {
+    "low": _table("""
+en=There is no hurry on this.|This can wait until next week.|It is not urgent at all, take your time.|Low priority, no pressure.|Nothing pressing here.|No need to hurry with this one.
+de=Es eilt nicht.|Das hat Zeit bis nächste Woche.|Kein Grund zur Eile.|Das ist wirklich nicht dringend, lassen Sie sich Zeit.|Niedrige Priorität, kein Druck.
+fr=Inutile de se dépêcher.|Ça peut attendre la semaine prochaine.|Aucune urgence, prenez votre temps.|Ce n'est vraiment pas urgent.|Priorité basse, pas de pression.
+es=No hay prisa.|Esto puede esperar hasta la semana que viene.|Sin prisas, tómense su tiempo.|De verdad que no es urgente.|Prioridad baja, sin presión.
+ru=Спешки нет.|Это может подождать до следующей недели.|Совсем не срочно, не торопитесь.|Низкий приоритет, без давления.
+zh=不着急。|这件事可以等到下周。|一点也不急，慢慢来。|优先级很低，没有压力。
+ja=急ぎではありません。|来週まで待てます。|まったく急いでいないので、ゆっくりで大丈夫です。|優先度は低いです。
+hi=कोई जल्दी नहीं है।|यह अगले हफ़्ते तक रुक सकता है।|आराम से देखिए, कोई दबाव नहीं।|इसकी प्राथमिकता कम है।
+""", "phrases/urgency-low"),
+    "high": _table("""
+en=This needs to be fixed immediately.|Everything has stopped on our side, we need help right now.|Please treat this as top priority.|We cannot wait another minute.
+de=Das muss sofort erledigt werden.|Bei uns steht alles still, wir brauchen jetzt Hilfe.|Bitte behandeln Sie das mit höchster Priorität.|Wir können keine Minute länger warten.
+fr=Il faut régler ça immédiatement.|Tout est bloqué chez nous, il nous faut de l'aide tout de suite.|Merci de traiter ceci en priorité absolue.|Nous ne pouvons plus attendre une minute.
+es=Hay que resolverlo de inmediato.|Todo está parado, necesitamos ayuda ya.|Por favor, denle máxima prioridad.|No podemos esperar ni un minuto más.
+ru=Это нужно решить немедленно.|У нас всё стоит, помощь нужна прямо сейчас.|Пожалуйста, это наивысший приоритет.
+zh=必须马上解决。|我们这边全部停摆了，现在就需要帮助。|请按最高优先级处理。
+ja=今すぐ対応が必要です。|業務が完全に止まっていて、すぐに助けが必要です。|最優先で対応してください。
+hi=इसे अभी तुरंत ठीक करना होगा।|हमारा सारा काम रुका हुआ है, अभी मदद चाहिए।|कृपया इसे सबसे ऊपर की प्राथमिकता दें।
+""", "phrases/urgency-high"),
+}
+
+
+def with_urgency_phrases(group: TemplateGroup) -> TemplateGroup:
+    """`group` whose urgency slots may also be stated by URGENCY_PHRASES (train_standin.py --urgency-phrases)."""
+    return dataclasses.replace(group, urgency_phrases=URGENCY_PHRASES)

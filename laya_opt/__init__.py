@@ -16,6 +16,8 @@ of bad input are the types in `laya_opt.util.errors`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from laya_opt.util.backend import require_backend
 from laya_opt.util.errors import (CheckpointError, ConfigError, ExperimentError, InputError, LayaError, PassError,  # noqa: F401
                                   QuestionError, SchemaError, SuiteError)
@@ -41,7 +43,8 @@ def load(checkpoint=None, dtype: str = "float32", batch_size: int = 16):
 def apply(runtime, pass_, /, data=None, **settings):
     """Apply one pass: a config object (`lo.passes.CompileBucketsConfig(multiple=16)`), or a name + settings.
 
-    Data a pass needs (e.g. `plan_from="heldout"`) is resolved from its name unless `data` gives it.
+    Data a pass needs (e.g. `plan_from="heldout"`) is resolved from its name unless `data` ({config field:
+    its data}) gives it; anything else as `data` (a dict of settings, say) is a TypeError.
     """
     from laya_opt.passes.contract import PassSpec, apply_pass
     from laya_opt.runs.pipeline import pass_data
@@ -55,6 +58,13 @@ def apply(runtime, pass_, /, data=None, **settings):
         if settings:
             raise TypeError("give settings either in the config object or as keywords with a pass name, not both")
         spec, config = registry.for_config(pass_), pass_
+    if data is not None and (not isinstance(data, Mapping) or set(data) - set(spec.needs)):
+        # lo.apply(rt, "quantize_encoder", {"bits": 4}) would otherwise apply the default 8 bits in silence
+        given = sorted(map(str, data)) if isinstance(data, Mapping) else type(data).__name__
+        raise TypeError(f"lo.apply: data (the third argument) maps {spec.name}'s data fields "
+                        f"({', '.join(sorted(spec.needs)) or 'it has none'}) to their data, got {given}; "
+                        f"settings go as keywords (lo.apply(runtime, {spec.name!r}, setting=value)) "
+                        "or in a config object")
     spec.check(runtime.model, config)  # a setting the model cannot take is an InputError, not the pass failing
     if data is None:
         data = pass_data(spec, config)

@@ -53,6 +53,13 @@ def test_apply_by_config_name_or_spec_gives_the_same_runtime(tiny_checkpoint_dir
         lo.apply(runtime, "nope")
     with pytest.raises(SchemaError, match="local_window_attention.block_size: must be >= 1"):
         lo.apply(runtime, "local_window_attention", block_size=0)
+    # settings given where the pass's data goes would otherwise apply the defaults in silence
+    with pytest.raises(TypeError, match=r"quantize_encoder's data fields \(check_with\) .* got \['bits'\]; "
+                                        r"settings go as keywords"):
+        lo.apply(runtime, "quantize_encoder", {"bits": 4})   # before the defaults (g64) are checked
+    with pytest.raises(TypeError, match=r"\(it has none\) to their data, got list"):
+        lo.apply(runtime, "local_window_attention", [8])
+    assert lo.apply(runtime, "local_window_attention", {}, block_size=8).identity == by_name.identity
 
 
 def test_load_and_load_suite_name_what_is_missing(tmp_path):

@@ -21,6 +21,9 @@ from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import suite_names, suite_path
 
 PLACEHOLDER = {"department": "{kw}", "product": "{kw}", "urgency": "{t}", "mood": "{t}", "noul": "{s}"}
+# a negation's marker per language, looked for in f" {text} "
+NEGATIONS = {"en": " not ", "de": " nicht ", "fr": " pas ", "es": " no ", "ru": " не ", "zh": "不是", "ja": "ません",
+             "hi": " नहीं "}
 
 
 def _frames():
@@ -88,11 +91,9 @@ def test_every_language_has_frames(kind):
 
 def test_noul_frames_repeat_no_training_frame_and_negate_nothing():
     train = templates_for("train").noul_frames
-    negations = {"en": " not ", "de": " nicht ", "fr": " pas ", "es": " no ", "ru": " не ", "zh": "不是",
-                 "ja": "ません", "hi": " नहीं "}
     for lang in lx.LANGUAGES:
         assert not set(NOUL_FRAMES[lang]) & set(train[lang]) and len(NOUL_FRAMES[lang]) >= 6
-        assert all(negations[lang] not in f" {frame} " for frame in NOUL_FRAMES[lang]), lang
+        assert all(NEGATIONS[lang] not in f" {frame} " for frame in NOUL_FRAMES[lang]), lang
 
 
 def test_noul_frames_reach_both_training_streams_and_leave_the_others_alone():
@@ -117,10 +118,6 @@ def test_noul_frames_reach_both_training_streams_and_leave_the_others_alone():
     assert noul_in_new_frames(plain) == 0 and noul_in_new_frames(framed) >= 50
     hard = generate_hard("train_paraphrased", 200, 4, varied_noul=True)
     assert noul_in_new_frames(generate_hard("train_paraphrased", 200, 4)) == 0 and noul_in_new_frames(hard) >= 20
-
-
-NEGATIONS = {"en": " not ", "de": " nicht ", "fr": " pas ", "es": " no ", "ru": " не ", "zh": "不", "ja": "ません",
-             "hi": " नहीं"}
 
 
 def _phrases():

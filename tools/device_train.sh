@@ -25,7 +25,10 @@
 #   bash tools/device_train.sh install && cp -r /tmp/ptx /tmp/ptx_b && {
 #     WORK=/tmp/ta OUT=$OUT/a bash tools/device_train.sh train 900 A... &
 #     MLX_PTX_CACHE_DIR=/tmp/ptx_b WORK=/tmp/tb OUT=$OUT/b bash tools/device_train.sh train 900 B...; wait; }
-# (A CPU rehearsal of two at once, 2026-12-07: a 24 GiB machine holds one; the second was killed for memory.)
+# (A CPU rehearsal of two at once, 2026-12-07: a 24 GiB machine holds one; the second was killed for memory.
+# Run 11 on an H100, 2026-12-07: two of the --max-len 512, --batch-size 128 recipe did not fit in its 78 GiB, and
+# one stopped at its first step with "cudaMallocAsync ... out of memory"; side by side needs the H200's 139 GiB.
+# Each progress line gives the run's peak memory so far.)
 set -euo pipefail
 step="${1:?usage: device_train.sh wheel DIR | install | train TOTAL_SECONDS [ARGS...]}"
 shift

@@ -268,6 +268,30 @@ def test_label_smoothing_per_row_spreads_over_each_questions_own_options():
     assert np.allclose(per_row, [plain[0], 0.7 * plain[1] + 0.3 * uniform[1]])
 
 
+def test_hard_label_smoothing_reaches_the_hard_rows_of_the_named_types_only():
+    from train_standin import row_smoothing
+    standard = mx.array([1, 0, 0, 0, 1])     # rows 1-3 are hard cases
+    qtype = mx.array([2, 0, 1, 2, 0])        # choice 0, score 1, noul 2
+    every = np.array(row_smoothing(standard, qtype, 0.01, 0.3))
+    assert np.allclose(every, [0.01, 0.3, 0.3, 0.3, 0.01])
+    assert np.allclose(np.array(row_smoothing(standard, qtype, 0.01, 0.3, ("noul",))), [0.01, 0.01, 0.01, 0.3, 0.01])
+    assert np.allclose(np.array(row_smoothing(standard, qtype, 0.0, 0.3, ("choice", "score"))), [0, 0.3, 0.3, 0, 0])
+    # nothing apart: the plain number, so the default step keeps no uniform term
+    assert row_smoothing(standard, qtype, 0.0, None) == 0.0 and row_smoothing(standard, qtype, 0.1, 0.1) == 0.1
+
+
+def test_hard_smoothing_types_are_named_types_each_once(capsys):
+    from train_standin import main, question_types
+    assert question_types("noul") == ("noul",) and question_types("noul, choice") == ("choice", "noul")
+    for bad in ("nol", "noul,noul", ",", "choice,yesno"):
+        with pytest.raises(SystemExit):
+            main(["--hard-smoothing-types", bad])
+        assert "--hard-smoothing-types" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--hard-smoothing-types", "choice,yesno"])
+    assert "unknown: yesno" in capsys.readouterr().err
+
+
 def test_polarity_loss_averages_the_known_bits_only():
     logits = mx.array([[[4.0, -4.0], [-4.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
     right = polarity_loss(logits, mx.array([[0, 1], [-1, -1]])).item()
@@ -344,7 +368,7 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
             "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--varied-noul-frames",
             "--urgency-phrases", "--eval-every", "2",
-            "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1",
+            "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1", "--hard-smoothing-types", "noul",
             "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
@@ -366,6 +390,8 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
     assert metrics["varied_noul_frames"] is True and metrics["urgency_phrases"] is True
     assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
+    assert metrics["hard_smoothing_types"] == ["noul"]
+    assert json.loads((out / "rl_agent_config.json").read_text())["training"]["hard_smoothing_types"] == ["noul"]
     assert metrics["heldout_calibrated"]["overall"]["n"] == heldout_n and metrics["smoke_calibrated"]["overall"]["n"]
     assert list(metrics["reported"]) == metrics["heldout_suites"] and metrics["validation_calibrated"]["lexical"]
     assert (out / "TRAINING.md").read_text().startswith("# laya-tiny") and cache.exists()
@@ -419,6 +445,8 @@ def test_a_run_split_over_calls_with_resume_trains_the_same_weights_as_one_call(
     metrics = json.loads((split / "training_metrics.json").read_text())
     whole_metrics = json.loads((whole / "training_metrics.json").read_text())
     assert metrics["calls"] == calls >= 2 and metrics["steps"] == whole_metrics["steps"]
+    # what decides whether two runs fit on one GPU side by side: the log and the metrics say it
+    assert metrics["peak_memory_gib_last_call"] > 0 and "GiB" in capsys.readouterr().out
     a, b = mx.load(str(whole / "model.safetensors")), mx.load(str(split / "model.safetensors"))
     assert a.keys() == b.keys() and all(mx.array_equal(a[k], b[k]).item() for k in a)
     # a resumed call's rate counts its own steps (run 8's second call printed 248 steps/s from all of them)

@@ -501,8 +501,8 @@ def report_progress(step: int, recent: list, model, validation, pad_id: int, ela
     mean = np.array(mx.stack(recent)).mean(axis=0)
     types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
     print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
-          f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, {steps_here / max(elapsed, 1e-9):.1f} steps/s, "
-          f"peak memory {peak_memory_gib():.1f} GiB", flush=True)
+          f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, "
+          f"{steps_here / max(elapsed, 1e-9):.1f} steps/s, peak memory {peak_memory_gib():.1f} GiB", flush=True)
     return overall
 
 

@@ -261,7 +261,7 @@ def row_smoothing(standard, qtype, label_smoothing: float, hard_label_smoothing:
     if hard_label_smoothing is None or hard_label_smoothing == label_smoothing or not hard_types:
         return label_smoothing
     hard = standard <= 0
-    if set(hard_types) != set(TYPES):
+    if set(hard_types) != set(TYPES):   # every type: the step of the earlier runs, with no type test in it
         ids = mx.array([TYPES.index(kind) for kind in hard_types])
         hard = hard & (qtype[:, None] == ids[None, :]).any(axis=1)
     return mx.where(hard, hard_label_smoothing, label_smoothing)

@@ -151,10 +151,10 @@ def test_urgency_phrases_name_no_scale_term_but_a_negated_high_one():
 
 def _phrase_questions(records):
     """(band, options as level indices, label) of every urgency question whose state says it by a phrase."""
-    out = []
+    out, encoded = [], [(band, json.dumps(phrase, ensure_ascii=False)[1:-1]) for band, _, phrase in _phrases()]
     for record in records:
         state = json.dumps(record.state, ensure_ascii=False)
-        bands = {band for band, lang, phrase in _phrases() if json.dumps(phrase, ensure_ascii=False)[1:-1] in state}
+        bands = {band for band, phrase in encoded if phrase in state}
         for qid, question in record.questions.items():
             if not qid.startswith("urgency") or len(bands) != 1:
                 continue

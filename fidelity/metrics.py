@@ -34,9 +34,9 @@ PROBE_METRICS = ("capture_max_abs_dlogit", "kernel_rounding_error")
 # answers sit than its parent's (its cumulative p99 |dp| minus the parent's; its max |dp| minus the larger of the
 # parent's and the dtype cast's, stage 0's). A kernel that rounds once where the ops it replaces round after each
 # step moves answers from its parent's by about what the cast to the half dtype does, yet no farther from the
-# float32 reference: these tell the two apart (fidelity.gates). The max has the cast as a floor because one
-# question's distance is a draw: a kernel that rounds elsewhere, no worse, moves its worst question about as far
-# as the cast moves any (docs/gates.md, "The worst question").
+# float32 reference: the p99 tells the two apart (fidelity.gates). The max has the cast as a floor, and is only
+# reported for such passes, because one question's distance is a draw: a kernel that rounds elsewhere, no worse,
+# moves its worst question about as far as the cast moves any (docs/gates.md, "The worst question").
 REFERENCE_EXCESS_METRICS = ("ref_excess_p99_abs_dp", "ref_excess_max_abs_dp")
 LABEL_METRICS = ("accuracy_reference", "accuracy_candidate", "accuracy_delta", "ece_reference", "ece_candidate",
                  "ece_delta")

@@ -108,6 +108,7 @@ BROKEN = PassSpec(name="broken_forward", config_type=EmptyConfig,
 class WaitConfig:
     marker: str = ""
     seconds: float = 60.0
+    release: str = ""    # a path: once it exists the pass no longer waits (a resumed sweep, same settings)
 
 
 def wait(runtime, config, data):
@@ -115,7 +116,8 @@ def wait(runtime, config, data):
     progress."""
     # written whole, then renamed: a waiter never reads it half-written
     replace_file(Path(config.marker), lambda partial: partial.write_text(str(os.getpid())))
-    time.sleep(config.seconds)
+    if not (config.release and Path(config.release).exists()):
+        time.sleep(config.seconds)
     return runtime, {}
 
 

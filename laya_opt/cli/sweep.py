@@ -28,7 +28,9 @@ def progress_line(rows, sweep, elapsed_s: float) -> str:
 
 @click.command("sweep")
 @click.argument("sweep_file", type=click.Path(dir_okay=False, exists=True))
-@click.option("--resume", is_flag=True, help="Continue the study in the sweep's results directory (after a kill).")
+@click.option("--resume", is_flag=True,
+              help="Continue the study in the sweep's results directory (after a kill); refused if the base, "
+                   "space or gates changed since the study began.")
 @click.option("--report", "report_only", is_flag=True,
               help="Only (re)write frontier.md/.json/.png and best.yaml from the study as it is.")
 @click.option("--ray", "ray", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",

@@ -40,9 +40,11 @@ import yaml
 from laya_opt.runs.frontier import best_trial, write_frontier
 from laya_opt.runs.sweep_file import ENABLED, ORDER, Param, Sweep, base_document
 from laya_opt.util.errors import ExperimentError, InputError
+from laya_opt.util.schema import to_plain
 from laya_opt.util.staging import replace_file
 
 JOURNAL, LOCK, TRIALS, BEST_YAML = "study.journal", ".sweep.lock", "trials", "best.yaml"
+DEFINITION = "definition"   # the study's user attribute: `definition(sweep)` when it began
 # A trial in its own process that reaches no budget check this long after the deadline (one stage compiling
 # for minutes on a cold GPU) is killed, and cut all the same.
 CUT_GRACE_S = 30.0
@@ -189,6 +191,40 @@ def create_sampler(sweep: Sweep, done: int = 0):
         "constraint", [1.0]))
 
 
+def definition(sweep: Sweep) -> dict:
+    """What makes two trials of a study comparable, as plain JSON data: the base experiment as the sweep resolves
+    it (checkpoint and suites by name, so that a study carried to another machine still matches), its gates as
+    this package states them, the search space, objectives, sampler and seed. Not the budget or the results
+    directory: a resumed sweep may get more or less time, elsewhere."""
+    base = sweep.base.resolved()
+    plain = {
+        "checkpoint": Path(base["checkpoint"]).name, "suites": [Path(path).name for path in base["suites"]],
+        **{key: base[key] for key in ("reference_dtype", "candidate_dtype", "batch_size", "rerun", "gates",
+                                     "benchmark")},
+        "passes": [{key: entry[key] for key in ("name", "config", "on_fail")} for entry in base["passes"]],
+        "space": [to_plain(param) for param in sweep.params], "objectives": list(sweep.objectives),
+        "speedup": to_plain(sweep.speedup), "sampler": sweep.sampler, "seed": sweep.seed,
+    }
+    return json.loads(json.dumps(plain))    # as the journal gives it back (tuples as lists)
+
+
+def check_definition(study, sweep: Sweep, say: Callable[[str], None]) -> None:
+    """--resume continues a study only under the definition it began with: trials of another base, space or gates
+    would share one front without being comparable. A study that recorded none (made by an older laya-opt) is
+    resumed as it is, with a note."""
+    recorded = study.user_attrs.get(DEFINITION)
+    if recorded is None:
+        say(f"{sweep.results_dir / JOURNAL}: the study records no definition (made by an older laya-opt); "
+            "resuming it unchecked")
+        return
+    current = definition(sweep)
+    changed = [key for key in sorted(set(recorded) | set(current)) if recorded.get(key) != current.get(key)]
+    if changed:
+        raise InputError(f"--resume: {sweep.source} no longer describes the study in {sweep.results_dir}: "
+                         f"{', '.join(changed)} changed since it began; give the sweep another name (or move that "
+                         "directory away) to start a new study")
+
+
 def open_study(sweep: Sweep, create: bool):
     optuna = optuna_module()
     from optuna.storages import JournalStorage
@@ -196,8 +232,10 @@ def open_study(sweep: Sweep, create: bool):
 
     storage = JournalStorage(JournalFileBackend(str(sweep.results_dir / JOURNAL)))
     if create:
-        return optuna.create_study(study_name=sweep.name, storage=storage, sampler=create_sampler(sweep),
-                                   directions=sweep.directions)
+        study = optuna.create_study(study_name=sweep.name, storage=storage, sampler=create_sampler(sweep),
+                                    directions=sweep.directions)
+        study.set_user_attr(DEFINITION, definition(sweep))
+        return study
     study = optuna.load_study(study_name=sweep.name, storage=storage, sampler=create_sampler(sweep))
     study.sampler = create_sampler(sweep, len(study.get_trials(deepcopy=False)))
     return study
@@ -578,6 +616,7 @@ def opened_sweep(sweep: Sweep, resume: bool, say: Callable[[str], None],
     with sweep_lock(sweep.results_dir):
         study = open_study(sweep, create)
         if not create:
+            check_definition(study, sweep, say)
             recover(study, sweep, say)
         yield study, trials_to_run(study, sweep, max_trials), started, deadline
 

@@ -1,9 +1,11 @@
 """`laya-opt sweep`: small sweeps on the tiny checkpoint and suite (a few trials each), resume, best.yaml, bad files."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,10 +52,12 @@ def write_sweep(tmp_path, base_file, **changes):
     return path
 
 
-def add_wait_pass(base_file: Path, marker: Path, seconds: float) -> dict:
-    """Append the `wait` test pass to the base experiment (it writes `marker`, then sleeps); returns the document."""
+def add_wait_pass(base_file: Path, marker: Path, seconds: float, release: Path | None = None) -> dict:
+    """Append the `wait` test pass to the base experiment (it writes `marker`, then sleeps unless `release`
+    exists); returns the document."""
     raw = yaml.safe_load(base_file.read_text())
-    raw["passes"].append({"name": "wait", "config": {"marker": str(marker), "seconds": seconds}})
+    config = {"marker": str(marker), "seconds": seconds, **({"release": str(release)} if release else {})}
+    raw["passes"].append({"name": "wait", "config": config})
     base_file.write_text(yaml.safe_dump(raw))
     return raw
 
@@ -114,6 +118,38 @@ def test_resume_continues_numbering_and_skips_done_trials(tmp_path, base_file):
     assert len(published) == 3 and all(f"t{number:04d}" in " ".join(published) for number in (0, 2, 3))
     assert (sweep.results_dir / JOURNAL).is_file()
     assert run_sweep(sweep, resume=True).rows == tuple(trial_rows(open_study(sweep, create=False)))
+
+
+def test_resume_refuses_a_study_whose_base_space_or_gates_changed_and_allows_a_new_budget(tmp_path, base_file):
+    from laya_opt.runs.sweep import DEFINITION
+
+    path = write_sweep(tmp_path, base_file, budget={"trials": 1})
+    run_sweep(load_sweep(path))
+    raw = yaml.safe_load(path.read_text())
+    raw["budget"] = {"trials": 2, "minutes": 5}       # more time, elsewhere: the same study
+    raw["output_dir"] = str(tmp_path / "moved")
+    shutil.copytree(tmp_path / "sweeps", tmp_path / "moved")
+    path.write_text(yaml.safe_dump(raw))
+    assert [row["state"] for row in run_sweep(load_sweep(path), resume=True).rows] == ["COMPLETE", "COMPLETE"]
+    base = yaml.safe_load(base_file.read_text())
+    for change, named in ((lambda b, s: b.update(batch_size=4), "batch_size"),
+                          (lambda b, s: b["passes"][0].update(on_fail="reject"), "passes"),
+                          (lambda b, s: s["space"]["noisy_scorer.scale"].update(choices=[5.0, 0.5]), "space"),
+                          (lambda b, s: b.update(gates={"cumulative": ["max_abs_dp <= 0.5"]}),
+                           "gates")):
+        changed_base, changed_sweep = copy.deepcopy(base), copy.deepcopy(raw)
+        change(changed_base, changed_sweep)
+        base_file.write_text(yaml.safe_dump(changed_base))
+        path.write_text(yaml.safe_dump(changed_sweep))
+        with pytest.raises(InputError, match=f"--resume: .*: {named} changed since it began; give the sweep another"):
+            run_sweep(load_sweep(path), resume=True)
+    base_file.write_text(yaml.safe_dump(base))
+    path.write_text(yaml.safe_dump(raw))
+    sweep = load_sweep(path)
+    open_study(sweep, create=False).set_user_attr(DEFINITION, None)   # as a study made before definitions
+    notes = []
+    run_sweep(sweep, resume=True, say=notes.append)
+    assert any("records no definition" in note for note in notes)
 
 
 def test_illegal_settings_are_pruned_before_any_weight_loads(tmp_path, tiny_checkpoint_dir):
@@ -267,8 +303,8 @@ def test_tpe_sees_each_trials_gate_verdict_as_its_constraint(tmp_path, base_file
 
 
 def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_path, base_file):
-    marker = tmp_path / "waiting"
-    raw = add_wait_pass(base_file, marker, 120.0)
+    marker, release = tmp_path / "waiting", tmp_path / "released"
+    add_wait_pass(base_file, marker, 120.0, release)
     path = write_sweep(tmp_path, base_file)
     sweeping = start_sweep_process(path)
     # killed inside the first trial's wait pass: its reference is done, nothing published
@@ -287,8 +323,7 @@ def test_a_sweep_killed_mid_trial_resumes_with_every_finished_trial_once(tmp_pat
     assert [row.get("interrupted") for row in stopped.rows] == [True]
     assert "| 0 | interrupted |" in (sweep.results_dir / "frontier.md").read_text()
 
-    raw["passes"][-1]["config"]["seconds"] = 0.0  # the resumed trials do not wait
-    base_file.write_text(yaml.safe_dump(raw))
+    release.touch()  # the resumed trials do not wait (the base is unchanged: --resume refuses a changed one)
     outcome = run_sweep(sweep, resume=True)
     assert [(row["number"], row["state"]) for row in outcome.rows] == [(0, "FAIL"), (1, "COMPLETE"), (2, "COMPLETE")]
     assert outcome.rows[1]["settings"] == outcome.rows[0]["settings"]  # the killed trial's settings, run again

@@ -27,8 +27,10 @@
 #     MLX_PTX_CACHE_DIR=/tmp/ptx_b WORK=/tmp/tb OUT=$OUT/b bash tools/device_train.sh train 900 B...; wait; }
 # (A CPU rehearsal of two at once, 2026-12-07: a 24 GiB machine holds one; the second was killed for memory.
 # Run 11 on an H100, 2026-12-07: two of the --max-len 512, --batch-size 128 recipe did not fit in its 78 GiB, and
-# one stopped at its first step with "cudaMallocAsync ... out of memory"; side by side needs the H200's 139 GiB.
-# Each progress line gives the run's peak memory so far.)
+# one stopped at its first step with "cudaMallocAsync ... out of memory". Run 12 alone then peaked at 23.1 GiB of
+# arrays, and the recipe below lets MLX keep 16 GB of freed buffers on top (--cache-limit-gb): two runs of
+# 39 GiB each are the H100's 78. Side by side on an H100, pass --cache-limit-gb 4 to both (about 27 GiB each;
+# not yet tried on a GPU). Each progress line gives the run's peak memory so far.)
 set -euo pipefail
 step="${1:?usage: device_train.sh wheel DIR | install | train TOTAL_SECONDS [ARGS...]}"
 shift

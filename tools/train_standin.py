@@ -82,6 +82,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
 
 from laya_opt.suites import synthetic
 from laya_opt.suites.synthetic import lexicon
@@ -427,7 +428,7 @@ RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "l
                "hard_smoothing_types", "warmup",
                "multiple", "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite",
                "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "varied_noul_frames",
-               "urgency_phrases", "max_len", "head_max_len")
+               "urgency_phrases", "max_len", "head_max_len", "ema")
 
 
 def state_dir(out: Path) -> Path:
@@ -440,11 +441,10 @@ def resume_fingerprint(args) -> dict:
 
 
 def save_state(directory: Path, trainee, optimizer, fingerprint: dict, step: int, batches: int,
-               train_seconds: float, calls: int, best: "Best | None" = None) -> None:
+               train_seconds: float, calls: int, best: "Best | None" = None, ema: dict | None = None) -> None:
     """The whole training state (weights, AdamW moments and step, the device random key, the batch count
-    and the training time so far, and under --keep-best the best weights so far), written beside
-    `directory` and renamed into place."""
-    from mlx.utils import tree_flatten
+    and the training time so far, under --keep-best the best weights so far, under --ema the averaged
+    weights), written beside `directory` and renamed into place."""
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -452,6 +452,8 @@ def save_state(directory: Path, trainee, optimizer, fingerprint: dict, step: int
     arrays |= {f"optimizer.{k}": v for k, v in tree_flatten(optimizer.state)}
     if best is not None and best.weights:
         arrays |= {f"best.{k}": v for k, v in best.weights.items()}
+    if ema is not None:
+        arrays |= {f"ema.{k}": v for k, v in ema.items()}
     mx.save_safetensors(str(tmp / "state.safetensors"), arrays)
     high, low = (int(x) for x in mx.random.state[0].tolist())   # the key mx.random.seed((high << 32) | low) sets
     (tmp / "state.json").write_text(json.dumps({"fingerprint": fingerprint, "step": step, "batches": batches,
@@ -463,10 +465,10 @@ def save_state(directory: Path, trainee, optimizer, fingerprint: dict, step: int
     tmp.rename(directory)
 
 
-def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
-    """Put a saved training state back into `trainee`, `optimizer` and the device random key, in place (the
-    compiled step holds these containers); returns state.json. A state from other settings is refused."""
-    from mlx.utils import tree_flatten, tree_unflatten
+def load_state(directory: Path, trainee, optimizer, fingerprint: dict, ema: dict | None = None) -> dict:
+    """Put a saved training state back into `trainee`, `optimizer`, `ema` (--ema's averaged weights) and the
+    device random key, in place (the compiled step holds these containers); returns state.json. A state from
+    other settings is refused."""
     meta = json.loads((directory / "state.json").read_text())
     changed = {k: (meta["fingerprint"].get(k), v) for k, v in fingerprint.items() if meta["fingerprint"].get(k) != v}
     if changed:
@@ -477,14 +479,18 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict) -> dict:
     meta["best_weights"] = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
     saved = {k[len("optimizer."):]: v for k, v in arrays.items() if k.startswith("optimizer.")}
     expected = {k for k, _ in tree_flatten(optimizer.state)}
-    if set(model) != {k for k, _ in tree_flatten(trainee.parameters())} or set(saved) != expected:
-        raise SystemExit(f"{directory}: the saved arrays do not match this model and optimizer")
+    averaged = {k[len("ema."):]: v for k, v in arrays.items() if k.startswith("ema.")}
+    if set(model) != {k for k, _ in tree_flatten(trainee.parameters())} or set(saved) != expected or \
+            set(averaged) != set(ema or {}):
+        raise SystemExit(f"{directory}: the saved arrays do not match this model, optimizer and --ema")
+    if ema is not None:
+        ema.update(averaged)
     trainee.update(tree_unflatten(list(model.items())))
     for key, value in tree_unflatten(list(saved.items())).items():
         optimizer.state[key] = value
     high, low = meta["random_key"]
     mx.random.seed((high << 32) | low)
-    mx.eval(trainee.parameters(), optimizer.state, mx.random.state)
+    mx.eval(trainee.parameters(), optimizer.state, mx.random.state, ema or {})
     return meta
 
 
@@ -516,7 +522,6 @@ class Best:
     weights: dict = dataclasses.field(default_factory=dict)
 
     def consider(self, step: int, accuracy: float, model) -> None:
-        from mlx.utils import tree_flatten
         if accuracy >= self.accuracy:
             self.step, self.accuracy, self.weights = step, accuracy, dict(tree_flatten(model.parameters()))
 
@@ -563,6 +568,8 @@ def training_report(metrics: dict, command: str) -> str:
         f"questions, {metrics.get('steps_per_second', '?')} steps/s, {metrics['train_questions']} training "
         f"questions); {metrics.get('calls', 1)} call(s), the last one {metrics['total_seconds']} s in all",
         f"- fitted temperatures [choice, score, noul]: {metrics['temperatures']}",
+        *([f"- weights averaged (--ema {metrics['ema']:g}): the exponential moving average is what was evaluated, "
+           "kept and saved"] if metrics.get("ema") else []),
         *([f"- weights kept (--keep-best): step {metrics['kept_step']}, validation accuracy "
            f"{metrics['kept_validation_accuracy']}"] if metrics.get("kept_validation_accuracy") is not None else []),
         f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
@@ -654,6 +661,23 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     return packed
 
 
+def ema_decay(text: str) -> float:
+    """--ema: 0 (off) or a decay in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value == 0.0 or 0.0 < value < 1.0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (off) or a decay between 0 and 1, e.g. 0.999")
+    return value
+
+
+def average_into(ema: dict, weights: dict, decay: float) -> None:
+    """--ema, once per step: each averaged weight moves (1 - decay) of the way to the step's weight, in place."""
+    for name, value in weights.items():
+        ema[name] = decay * ema[name] + (1.0 - decay) * value
+
+
 def question_types(text: str) -> tuple[str, ...]:
     """--hard-smoothing-types: a comma-separated list of question types, each named once, in TYPES' order."""
     named = [part.strip() for part in text.split(",") if part.strip()]
@@ -712,6 +736,9 @@ def main(argv=None) -> int:
     parser.add_argument("--hard-smoothing-types", type=question_types, default=TYPES, metavar="TYPES",
                         help="the question types whose hard cases take --hard-label-smoothing, comma-separated "
                              "(default: choice,score,noul); the others' take --label-smoothing")
+    parser.add_argument("--ema", type=ema_decay, default=0.0, metavar="DECAY",
+                        help="keep an exponential moving average of the weights (each step moves it 1 - DECAY of "
+                             "the way); the progress evaluations, --keep-best and the checkpoint use it (0: off)")
     parser.add_argument("--warmup", type=float, default=0.05, help="share of training spent warming up the lr")
     parser.add_argument("--multiple", type=int, default=64,
                         help="questions are padded to a multiple of this: one device bank and one trace each")
@@ -852,7 +879,9 @@ def main(argv=None) -> int:
     replace_pool = mx.array(np.array(sorted(set(range(codec.vocab_size)) - set(stop_ids.tolist()) - specials)))
     banks = [{key: mx.array(value) for key, value in bank.items()} for bank in banks]
     mx.eval(banks)
-    state = [trainee.state, optimizer.state, mx.random.state]
+    # --ema: the averaged weights, a flat dict the compiled step updates in place (part of its state).
+    ema = dict(tree_flatten(model.parameters())) if args.ema else None
+    state = [trainee.state, optimizer.state, mx.random.state] + ([ema] if ema is not None else [])
 
     @partial(mx.compile, inputs=state, outputs=state)
     def train_step(bank, index):
@@ -862,6 +891,8 @@ def main(argv=None) -> int:
                                                             args.hard_label_smoothing, args.hard_smoothing_types)
         grads, _ = optim.clip_grad_norm(grads, 1.0)
         optimizer.update(trainee, grads)
+        if ema is not None:
+            average_into(ema, dict(tree_flatten(model.parameters())), args.ema)
         return mx.stack([scorer_loss, aux, noul])
 
     rng = np.random.default_rng(args.seed)
@@ -874,10 +905,17 @@ def main(argv=None) -> int:
 
     def progress_line(since: float, steps_since: int) -> None:
         """The progress line of the current step (`steps_since`: the steps taken since `since`, for the rate);
-        under --keep-best its weights may become the kept ones."""
+        under --keep-best its weights may become the kept ones. Under --ema the averaged weights are the ones
+        evaluated (and kept); the trained ones are put back after."""
+        trained = None
+        if ema is not None:
+            trained = list(tree_flatten(model.parameters()))
+            model.update(tree_unflatten(list(ema.items())))
         accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since, steps_since)
         if best is not None:
             best.consider(step, accuracy, model)
+        if trained is not None:
+            model.update(tree_unflatten(trained))
 
     for which, size in enumerate(sizes):
         if size >= args.batch_size and step < args.steps:
@@ -891,7 +929,7 @@ def main(argv=None) -> int:
     batches, prior_seconds, calls = 0, 0.0, 1
     saved = state_dir(args.out)
     if args.resume and saved.exists():   # the state replaces what the compiling steps did
-        meta = load_state(saved, trainee, optimizer, fingerprint)
+        meta = load_state(saved, trainee, optimizer, fingerprint, ema)
         step, batches, prior_seconds, calls = meta["step"], meta["batches"], meta["train_seconds"], meta["calls"] + 1
         recent = []
         print(f"resumed from {saved}: step {step}, {prior_seconds:.0f}s trained in {calls - 1} call(s)", flush=True)
@@ -940,7 +978,7 @@ def main(argv=None) -> int:
     if recent:
         progress_line(train_started, batches - start)
     if not finished:   # only under --resume: this call's time is spent before the schedule's end
-        save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best)
+        save_state(saved, trainee, optimizer, fingerprint, step, batches, train_seconds, calls, best, ema)
         if args.snapshot:
             shutil.rmtree(args.snapshot, ignore_errors=True)
             save_checkpoint(model, args.snapshot, encoder_raw, agent_raw, tokenizer_dir, dtype="float16")
@@ -948,8 +986,10 @@ def main(argv=None) -> int:
               f"(schedule {progress:.1%} done); run the same command again to continue", flush=True)
         return 0
 
+    if ema is not None and best is None:   # the checkpoint holds the averaged weights of the last step
+        model.update(tree_unflatten(list(ema.items())))
+        print(f"saved the averaged weights (--ema {args.ema:g}) of the last step {step}", flush=True)
     if best is not None and best.step != step:
-        from mlx.utils import tree_unflatten
         model.update(tree_unflatten(list(best.weights.items())))
         print(f"kept the weights of step {best.step} (validation accuracy {best.accuracy:.4f}), "
               f"not those of the last step {step}", flush=True)
@@ -970,7 +1010,7 @@ def main(argv=None) -> int:
                                "hard_smoothing_types": list(args.hard_smoothing_types),
                                "training_paraphrases": args.training_paraphrases,
                                "varied_topics": args.varied_topics, "varied_noul_frames": args.varied_noul_frames,
-                               "urgency_phrases": args.urgency_phrases,
+                               "urgency_phrases": args.urgency_phrases, "ema": args.ema,
                                "init_from": str(args.init_from) if args.init_from else None,
                                "trained_steps": step})
     if args.out.exists():
@@ -996,7 +1036,7 @@ def main(argv=None) -> int:
         "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
         "varied_noul_frames": args.varied_noul_frames, "urgency_phrases": args.urgency_phrases,
         "label_smoothing": args.label_smoothing, "hard_label_smoothing": args.hard_label_smoothing,
-        "hard_smoothing_types": list(args.hard_smoothing_types),
+        "hard_smoothing_types": list(args.hard_smoothing_types), "ema": args.ema,
         "warmup": args.warmup, "multiple": args.multiple,
         "max_len": agent.max_len, "head_max_len": agent.head_max_len,
         "steps_per_second": round(step / max(train_seconds, 1e-9), 2),

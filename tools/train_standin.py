@@ -986,11 +986,15 @@ def main(argv=None) -> int:
               f"(schedule {progress:.1%} done); run the same command again to continue", flush=True)
         return 0
 
-    if ema is not None and best is None:   # the checkpoint holds the averaged weights of the last step
-        model.update(tree_unflatten(list(ema.items())))
-        print(f"saved the averaged weights (--ema {args.ema:g}) of the last step {step}", flush=True)
-    if best is not None and best.step != step:
+    # The model holds the trained weights of the last step; under --ema those evaluated (and kept) were averages.
+    if best is not None and (best.step != step or ema is not None):
         model.update(tree_unflatten(list(best.weights.items())))
+    elif ema is not None:
+        model.update(tree_unflatten(list(ema.items())))
+    if ema is not None:
+        print(f"saved the averaged weights (--ema {args.ema:g}) of step {step if best is None else best.step}",
+              flush=True)
+    if best is not None and best.step != step:
         print(f"kept the weights of step {best.step} (validation accuracy {best.accuracy:.4f}), "
               f"not those of the last step {step}", flush=True)
     # The stored weights are float16; fit and report on exactly those values.

@@ -579,7 +579,12 @@ def test_ema_averages_each_step_survives_resume_and_is_what_the_checkpoint_holds
     plain, whole, split = tmp_path / "plain", tmp_path / "whole", tmp_path / "split"
     assert main([str(a) for a in ["--out", plain, *common]]) == 0
     assert main([str(a) for a in ["--out", whole, *common, "--ema", "0.5"]]) == 0
-    assert "saved the averaged weights (--ema 0.5) of the last step 6" in capsys.readouterr().out
+    assert "saved the averaged weights (--ema 0.5) of step 6" in capsys.readouterr().out
+    # --keep-best with --ema keeps averages: here the last evaluation is the best, so the same average
+    kept = tmp_path / "kept"
+    assert main([str(a) for a in ["--out", kept, *common, "--ema", "0.5", "--keep-best"]]) == 0
+    a, b = mx.load(str(whole / "model.safetensors")), mx.load(str(kept / "model.safetensors"))
+    assert all(mx.array_equal(a[k], b[k]).item() for k in a)
     resumable = [str(a) for a in ["--out", split, *common, "--ema", "0.5", "--resume", "--max-call-steps", "1"]]
     state, saved = split.with_name("split.state"), {}
     for _ in range(8):

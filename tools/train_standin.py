@@ -485,7 +485,7 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict, ema: dict
         raise SystemExit(f"{directory}: the saved arrays do not match this model, optimizer and --ema")
     if ema is not None:
         ema.update(averaged)
-    trainee.update(tree_unflatten(list(model.items())))
+    set_weights(trainee, model)
     for key, value in tree_unflatten(list(saved.items())).items():
         optimizer.state[key] = value
     high, low = meta["random_key"]
@@ -494,9 +494,14 @@ def load_state(directory: Path, trainee, optimizer, fingerprint: dict, ema: dict
     return meta
 
 
+def set_weights(module, weights: dict) -> None:
+    """Put flat weights (name -> array, as tree_flatten gives them) into `module`."""
+    module.update(tree_unflatten(list(weights.items())))
+
+
 def peak_memory_gib() -> float:
-    """The most memory MLX has held on its device in this process, in GiB: what decides whether two runs fit on
-    one GPU side by side (2026-12-07: two of the run 11 recipe did not on an H100's 78 GiB)."""
+    """The most memory MLX's arrays have held on its device in this process, in GiB (its buffer cache, up to
+    --cache-limit-gb, comes on top): what decides whether two runs fit on one GPU side by side."""
     return mx.get_peak_memory() / 2**30
 
 
@@ -907,15 +912,14 @@ def main(argv=None) -> int:
         """The progress line of the current step (`steps_since`: the steps taken since `since`, for the rate);
         under --keep-best its weights may become the kept ones. Under --ema the averaged weights are the ones
         evaluated (and kept); the trained ones are put back after."""
-        trained = None
+        trained = dict(tree_flatten(model.parameters())) if ema is not None else None
         if ema is not None:
-            trained = list(tree_flatten(model.parameters()))
-            model.update(tree_unflatten(list(ema.items())))
+            set_weights(model, ema)
         accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since, steps_since)
         if best is not None:
             best.consider(step, accuracy, model)
         if trained is not None:
-            model.update(tree_unflatten(trained))
+            set_weights(model, trained)
 
     for which, size in enumerate(sizes):
         if size >= args.batch_size and step < args.steps:
@@ -988,9 +992,9 @@ def main(argv=None) -> int:
 
     # The model holds the trained weights of the last step; under --ema those evaluated (and kept) were averages.
     if best is not None and (best.step != step or ema is not None):
-        model.update(tree_unflatten(list(best.weights.items())))
+        set_weights(model, best.weights)
     elif ema is not None:
-        model.update(tree_unflatten(list(ema.items())))
+        set_weights(model, ema)
     if ema is not None:
         print(f"saved the averaged weights (--ema {args.ema:g}) of step {step if best is None else best.step}",
               flush=True)

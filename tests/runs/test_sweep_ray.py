@@ -1,5 +1,5 @@
-"""`laya-opt sweep --ray`: a local Ray instance with 2 workers runs a 4-trial grid sweep on the stand-in (smoke) and
-writes the study, trial directories and frontier the embedded runner writes for the same grid and seed."""
+"""`laya-opt sweep --ray`: a local Ray instance with 2 workers runs a 4-trial grid sweep on the tiny checkpoint and
+suite, and writes the study, trial directories and frontier the embedded runner writes for the same grid and seed."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,8 @@ pytest.importorskip("optuna")
 ray = pytest.importorskip("ray", reason="Ray Tune is an optional extra (pip install 'laya-opt[ray]')")
 pytest.importorskip("ray.tune", reason="Ray Tune is an optional extra (pip install 'laya-opt[ray]')")
 
+from fake_passes import write_tiny_suite  # noqa: E402
+
 from laya_opt.runs.history import history_path  # noqa: E402
 from laya_opt.runs.sweep import JOURNAL, TRIALS, open_study, run_sweep  # noqa: E402
 from laya_opt.runs.sweep_file import load_sweep  # noqa: E402
@@ -24,8 +26,8 @@ from laya_opt.runs.sweep_ray import PAYLOAD, SweepSearch, run_sweep_ray  # noqa:
 BENCH = {"workloads": ["short-1"], "requests": 2, "warmup": 0, "blocks": 1, "forward_only": False}
 # Two trials run and two are pruned before any weight loads (excluding every module leaves nothing to
 # quantize): each verdict, at half the cost of four runs. The rejected trial adds noise to the scorer (the
-# test pass `noisy_scorer`, scale 5): a quantization that changes a decisive answer on smoke depends on
-# the stand-in (run 9 of it answers smoke alike at 2 bits), the noise does not.
+# test pass `noisy_scorer`, scale 5), which changes decisive answers on any checkpoint. The tiny checkpoint
+# and suite keep the test near 30 s; on the stand-in and smoke it took two minutes of the suite's five.
 SPACE = {"noisy_scorer.scale": {"type": "categorical", "choices": [0.0, 5.0]},
          "quantize_encoder.exclude": {"type": "categorical", "choices": [[], ["encoder."]]}}
 TESTS_DIR = str(Path(__file__).resolve().parents[1])   # fake_passes, the base's plugin, for the Ray workers
@@ -42,11 +44,11 @@ def local_ray():
     ray.shutdown()
 
 
-def write_sweep(tmp_path, name, **changes):
-    base = {"name": "quant", "checkpoint": "standin", "candidate_dtype": "float32", "suites": ["smoke"],
-            "plugins": ["fake_passes"],
+def write_sweep(tmp_path, checkpoint, name, **changes):
+    base = {"name": "quant", "checkpoint": str(checkpoint), "candidate_dtype": "float32",
+            "suites": [str(write_tiny_suite(tmp_path / "tiny.jsonl"))], "plugins": ["fake_passes"],
             "passes": [{"name": "noisy_scorer", "config": {"scale": 0.0}, "on_fail": "stop"},
-                       {"name": "quantize_encoder", "config": {"bits": 8, "group_size": 64, "eval_path": "auto"},
+                       {"name": "quantize_encoder", "config": {"bits": 8, "group_size": 32, "eval_path": "auto"},
                         "on_fail": "stop"}],
             "benchmark": BENCH}
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
@@ -67,15 +69,16 @@ def history_runs() -> int:
         return connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
 
-def test_a_ray_sweep_writes_the_study_and_frontier_of_the_embedded_runner_and_resumes(tmp_path, local_ray):
+def test_a_ray_sweep_writes_the_study_and_frontier_of_the_embedded_runner_and_resumes(tmp_path, tiny_checkpoint_dir,
+                                                                                     local_ray):
     import mlx.core as mx
 
     if mx.default_device().type != mx.DeviceType.cpu:
         pytest.skip("this test's 2 Ray workers are CPUs; MLX's default device here is a GPU")
     started = time.monotonic()
-    embedded = run_sweep(write_sweep(tmp_path, "embedded"))
+    embedded = run_sweep(write_sweep(tmp_path, tiny_checkpoint_dir, "embedded"))
     embedded_s = time.monotonic() - started
-    sweep = write_sweep(tmp_path, "on-ray")
+    sweep = write_sweep(tmp_path, tiny_checkpoint_dir, "on-ray")
     started = time.monotonic()
     first = run_sweep_ray(sweep, max_trials=2)  # stopped after two trials (one per worker) ...
     assert [row["number"] for row in first.rows] == [0, 1]
@@ -107,9 +110,9 @@ def test_a_ray_sweep_writes_the_study_and_frontier_of_the_embedded_runner_and_re
     assert history_runs() == 4  # every run of both runners, two of them written from Ray workers
 
 
-def test_the_search_records_pruned_cut_and_failed_worker_trials_like_the_embedded_runner(tmp_path):
+def test_the_search_records_pruned_cut_and_failed_worker_trials_like_the_embedded_runner(tmp_path, tiny_checkpoint_dir):
     # the driver's side alone (no cluster): what a worker reports becomes the study row
-    sweep = write_sweep(tmp_path, "recorded", space={
+    sweep = write_sweep(tmp_path, tiny_checkpoint_dir, "recorded", space={
         "quantize_encoder.bits": {"type": "categorical", "choices": [8, 4, 5]}}, budget={"trials": 3})
     (sweep.results_dir / TRIALS).mkdir(parents=True)
     study = open_study(sweep, create=True)
@@ -155,8 +158,8 @@ def test_a_tune_checkpoint_restore_is_refused_naming_resume():
         SweepSearch.restore(None, "ckpt")  # Tuner.restore's path; the journal study is the record
 
 
-def test_the_search_records_a_trial_whose_process_crashed_as_the_embedded_runner(tmp_path):
-    sweep = write_sweep(tmp_path, "crashed", budget={"trials": 2})
+def test_the_search_records_a_trial_whose_process_crashed_as_the_embedded_runner(tmp_path, tiny_checkpoint_dir):
+    sweep = write_sweep(tmp_path, tiny_checkpoint_dir, "crashed", budget={"trials": 2})
     (sweep.results_dir / TRIALS).mkdir(parents=True)
     study = open_study(sweep, create=True)
     search = SweepSearch(sweep, study, deadline=None, say=lambda message: None, on_complete=lambda: None)
@@ -175,7 +178,6 @@ def test_a_ray_trial_runs_in_a_child_process_that_is_killed_past_the_deadline(tm
     from laya_opt.runs import sweep as sweep_module
     from laya_opt.runs.sweep_ray import NUMBER, SETTINGS, ray_trial
     from laya_opt.runs.trial_process import sweep_files_digest
-    from fake_passes import write_tiny_suite
 
     marker = tmp_path / "waiting"
     base = {"name": "waits", "checkpoint": str(tiny_checkpoint_dir), "candidate_dtype": "float32",

@@ -1,6 +1,7 @@
 """A wheel works outside the checkout: built, installed in a fresh venv, run from an unrelated directory."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -29,12 +30,21 @@ output_dir: out
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(the wheel, what its build printed), built once per module."""
-    tmp = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp), str(ROOT)],
-                          check=True, capture_output=True, text=True)
-    (wheel,) = tmp.glob("laya_opt-*.whl")
-    return wheel, done.stdout + done.stderr
+    """(the wheel, what its build printed), built once per test run. The xdist workers that run this module's
+    tests share one build under a lock: two builds of one source tree at once race in its build/ folder
+    (both workers' builds failed when this module and another ran alone on 2 workers)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "packaging-wheel"
+    shared.mkdir(exist_ok=True)
+    log = shared / "build.log"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not log.exists():   # written only after a build that succeeded
+            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(shared / "dist"),
+                                   str(ROOT)], check=True, capture_output=True, text=True)
+            log.write_text(done.stdout + done.stderr)
+    (wheel,) = (shared / "dist").glob("laya_opt-*.whl")
+    return wheel, log.read_text()
 
 
 @pytest.fixture(scope="module")

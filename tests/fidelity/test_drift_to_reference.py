@@ -17,7 +17,7 @@ def test_summary_and_change_counts_on_known_values():
 
 def test_on_the_cpu_the_fused_kernels_fall_back_and_agree_with_their_parent(tmp_path, capsys):
     out = tmp_path / "drift.json"
-    assert DRIFT.main(["--parent", "masks_once", "--candidate", "fused_encoder", "--suite", "smoke", "--first", "3",
+    assert DRIFT.main(["--parent", "masks_once", "--candidate", "fused_encoder", "--suite", "smoke", "--first", "1",
                        "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["questions"] > 0 and result["parent"] == ["masks_once"] and result["candidate"] == ["fused_encoder"]
@@ -42,7 +42,7 @@ def test_float32_layers_change_the_rounding_of_float16_and_are_the_reference_in_
     """The rounding change at its largest: on the CPU it moves float16 answers (unlike the fallback kernels); on
     a few questions either side may sit closer to float32 (over `gate`'s 1,120 the variant does, docs/gates.md)."""
     out = tmp_path / "drift.json"
-    assert DRIFT.main(["--parent", "", "--candidate", "float32_layers", "--suite", "smoke", "--first", "4",
+    assert DRIFT.main(["--parent", "", "--candidate", "float32_layers", "--suite", "smoke", "--first", "2",
                        "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["candidate_vs_parent"]["max"] > 0.0
@@ -76,7 +76,7 @@ def test_the_sign_test_on_known_counts():
 def test_float32_midlayer_rounds_elsewhere_and_is_the_reference_in_float32(tmp_path):
     out = tmp_path / "drift.json"
     assert DRIFT.main(["--parent", "float32_layers", "--candidate", "float32_midlayer", "--suite", "smoke",
-                       "--first", "4", "--out", str(out)]) == 0
+                       "--first", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["candidate_vs_parent"]["max"] > 0.0   # the rounding moved
     assert DRIFT.main(["--parent", "", "--candidate", "float32_midlayer", "--suite", "smoke", "--first", "2",

@@ -74,7 +74,7 @@ import platform
 import shutil
 import sys
 import time
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import laya_opt  # noqa: F401  (first: it picks the BLAS before mlx.core loads)
@@ -912,8 +912,9 @@ def main(argv=None) -> int:
         """The progress line of the current step (`steps_since`: the steps taken since `since`, for the rate);
         under --keep-best its weights may become the kept ones. Under --ema the averaged weights are the ones
         evaluated (and kept); the trained ones are put back after."""
-        trained = dict(tree_flatten(model.parameters())) if ema is not None else None
+        trained = None
         if ema is not None:
+            trained = dict(tree_flatten(model.parameters()))
             set_weights(model, ema)
         accuracy = report_progress(step, recent, model, validation, codec.pad_id, time.time() - since, steps_since)
         if best is not None:
@@ -1030,13 +1031,10 @@ def main(argv=None) -> int:
     reloaded = load_runtime(args.out, "float32", batch_size=128)
     uncalibrated = reloaded.replace(calibration=calibration_from_tables())
     runtimes = {"calibrated": reloaded, "uncalibrated": uncalibrated}
-    reports: dict[tuple[str, str], dict] = {}
 
+    @cache   # one evaluation per (runtime, suite): the calibration and held-out suites may be one suite
     def report_on(which: str, name: str) -> dict:
-        # one evaluation per (runtime, suite): the calibration and held-out suites may be one suite
-        if (which, name) not in reports:
-            reports[which, name] = suite_report(runtimes[which], name)
-        return reports[which, name]
+        return suite_report(runtimes[which], name)
 
     primary = heldout_suites[0]
     before, after = report_on("uncalibrated", primary), report_on("calibrated", primary)

@@ -7,7 +7,8 @@ r"""Train the laya-tiny stand-in checkpoint on generated typed-decision data, in
 
 Which suite serves which purpose (no training decision may read a held-out suite):
 - --validation-suite (default `validation`, a third wording with standard and hard cases): the progress
-  lines during training, and the number to compare recipes by.
+  lines during training, and the number to compare recipes by. --also-validate SUITE (repeatable, e.g.
+  `phrasings`) adds a suite's questions to it: the progress lines and --keep-best read them all.
 - --calib-suite (default `calib`, training wording; `validation` is allowed): the three temperatures.
 - --heldout-suite (default `heldout` and `heldout_hard`, repeatable): reported once, on the saved
   checkpoint, next to the lexical baseline (`laya_opt.suites.lexical_baseline`); never read before.
@@ -20,8 +21,8 @@ Steps:
 1. Generate the training records (with --hard-fraction, that share of them are hard cases in the
    training wording, `laya_opt.suites.synthetic.hard_cases`) and tokenise them in --workers processes (reusing
    --data-cache when it was built from the same inputs). --varied-topics, --varied-noul-frames and
-   --urgency-phrases widen the training templates with `laya_opt.suites.synthetic.topic_frames` (each flag
-   gives another data stream).
+   --urgency-phrases widen the training templates with `laya_opt.suites.synthetic.topic_frames`, and
+   --fact-phrasings with `laya_opt.suites.synthetic.fact_phrasings` (each flag gives another data stream).
 2. Build every question's model inputs and targets once (`standin_data.question_arrays`, in --workers
    processes) and move them to the device: one bank per padded length (a multiple of --multiple).
 3. Train with one compiled step: the host passes only a bank and a vector of row indices; the step
@@ -91,6 +92,7 @@ from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
 from laya_opt.suites.synthetic.hard_cases import generate_hard
 from laya_opt.suites.synthetic.paraphrases import PARAPHRASES
+from laya_opt.suites.synthetic.fact_phrasings import TRAIN as FACT_PHRASINGS
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.fidelity.metrics import NEAR_TIE_MARGIN, accuracy_table, is_near_tie
 from laya_opt.fidelity.suite_report import top1_bins
@@ -135,9 +137,10 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
     """(fact-token-table row, state holds, question negated) of a noul question about a lexicon fact.
 
     The generator names a fact question by the fact's id (plus "_2", ... for repeats); the state
-    carries the fact's first-person sentence or its negation, and the question the statement or its
-    negation, in the lexicon's words or (hard cases) the training paraphrase's. None unless each is found
-    exactly once and they explain the label (then the question gets no noul targets).
+    carries the fact's first-person sentence or its negation (the lexicon's, or under --fact-phrasings one
+    of `fact_phrasings.TRAIN`'s), and the question the statement or its negation, in the lexicon's words or
+    (hard cases) the training paraphrase's. None unless each is found exactly once and they explain the
+    label (then the question gets no noul targets).
     """
     question = record.questions[qid]
     fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
@@ -146,7 +149,9 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
     lang = record.tags[qid].language
     fact = lexicon.FACTS[fact_id][lang]
     state, asked = _state_text(record.state), question.get("instructions", "")
-    holds, fails = fact.holds in state, fact.fails in state
+    said_holds, said_fails = FACT_PHRASINGS[fact_id][lang]
+    holds = fact.holds in state or any(sentence in state for sentence in said_holds)
+    fails = fact.fails in state or any(sentence in state for sentence in said_fails)
     said = (fact, PARAPHRASES["train_paraphrased"][fact_id][lang])
     plain, negated = any(s.statement in asked for s in said), any(s.negation in asked for s in said)
     if holds == fails or plain == negated:
@@ -427,8 +432,8 @@ RESUME_KEYS = ("seed", "steps", "batch_size", "train_records", "hidden_size", "l
                "noul_weight", "replace_prob", "hard_fraction", "label_smoothing", "hard_label_smoothing",
                "hard_smoothing_types", "warmup",
                "multiple", "max_train_seconds", "init_from", "attention", "lexical_init", "calib_suite",
-               "validation_suite", "keep_best", "training_paraphrases", "varied_topics", "varied_noul_frames",
-               "urgency_phrases", "max_len", "head_max_len", "ema")
+               "validation_suite", "also_validate", "keep_best", "training_paraphrases", "varied_topics",
+               "varied_noul_frames", "urgency_phrases", "fact_phrasings", "max_len", "head_max_len", "ema")
 
 
 def state_dir(out: Path) -> Path:
@@ -505,12 +510,21 @@ def peak_memory_gib() -> float:
     return mx.get_peak_memory() / 2**30
 
 
-def report_progress(step: int, recent: list, model, validation, pad_id: int, elapsed: float, steps_here: int) -> float:
-    """Print one progress line (losses since the last one, validation accuracy, and the rate of the `steps_here`
-    steps taken in the `elapsed` seconds of this call); returns that accuracy."""
-    overall, by_type = progress_accuracy(validation, predict_logits(model, validation, pad_id))
+def report_progress(step: int, recent: list, model, validation: dict, pad_id: int, elapsed: float,
+                    steps_here: int) -> float:
+    """Print one progress line (losses since the last one, the accuracy on the validation questions, and the rate
+    of the `steps_here` steps taken in the `elapsed` seconds of this call); returns that accuracy.
+    `validation`: suite name -> prepared questions; with more than one suite, each one's accuracy is printed too,
+    and the one returned is over all of their questions."""
+    items = [item for suite in validation.values() for item in suite]
+    logit_rows = predict_logits(model, items, pad_id)
+    overall, by_type = progress_accuracy(items, logit_rows)
     mean = np.array(mx.stack(recent)).mean(axis=0)
     types = ", ".join(f"{kind} {value:.3f}" for kind, value in by_type.items())
+    if len(validation) > 1:
+        bounds = np.cumsum([0, *(len(suite) for suite in validation.values())])
+        types += "; " + ", ".join(f"{name} {progress_accuracy(suite, logit_rows[lo:hi])[0]:.3f}" for
+                                  (name, suite), lo, hi in zip(validation.items(), bounds, bounds[1:]))
     print(f"step {step}: scorer loss {mean[0]:.4f}, match loss {mean[1]:.4f}, noul loss {mean[2]:.4f}, "
           f"validation accuracy {overall:.4f} ({types}), {elapsed:.0f}s, "
           f"{steps_here / max(elapsed, 1e-9):.1f} steps/s, peak memory {peak_memory_gib():.1f} GiB", flush=True)
@@ -582,9 +596,10 @@ def training_report(metrics: dict, command: str) -> str:
         f"- calibration-split ECE: {metrics['calib_ece_before']:.4f} before, {metrics['calib_ece_after']:.4f} after",
         "",
     ]
-    suites = {metrics["validation_suite"]: metrics["validation_calibrated"], **metrics["reported"]}
+    suites = {metrics["validation_suite"]: metrics["validation_calibrated"], **metrics.get("also_validated", {}),
+              **metrics["reported"]}
     roles = {name: "held-out" for name in metrics["reported"]}
-    roles[metrics["validation_suite"]] = "validation"
+    roles.update({name: "validation" for name in (metrics["validation_suite"], *metrics.get("also_validated", {}))})
     if "smoke" not in suites:
         suites["smoke"], roles["smoke"] = metrics["smoke_calibrated"], "smoke"
     lines += [markdown_table(["suite", "role", "accuracy", "lexical baseline", "ECE", "n"],
@@ -637,11 +652,12 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     """Packed training questions, from --data-cache when it was built from the same inputs."""
     tokenizer_hash = hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest()
     sources = ("generator.py", "lexicon.py", "templates.py", "hard_cases.py", "hard_templates.py", "paraphrases.py",
-               "topic_frames.py")
+               "topic_frames.py", "fact_phrasings.py")
     key = cache_key(seed=args.seed, records=args.train_records, tokenizer=tokenizer_hash, layout=3,
                     max_len=agent.max_len, head_max_len=agent.head_max_len, hard_fraction=args.hard_fraction,
                     paraphrased=args.training_paraphrases, varied_topics=args.varied_topics,
                     varied_noul=args.varied_noul_frames, urgency_phrases=args.urgency_phrases,
+                    fact_phrasings=args.fact_phrasings,
                     generator=hashlib.sha256(b"".join((Path(synthetic.__file__).parent / f).read_bytes()
                                                       for f in sources)).hexdigest())
     if args.data_cache and (cached := load_packed(args.data_cache, key)) is not None:
@@ -650,7 +666,8 @@ def load_training_data(args, codec, agent, tokenizer_dir: Path):
     hard_split = "train_paraphrased" if args.training_paraphrases else "train"
     records = generate_hard(hard_split, n_hard, args.seed, varied_noul=args.varied_noul_frames)
     for record in iter_training_records(args.seed, varied_topics=args.varied_topics,
-                                        varied_noul=args.varied_noul_frames, urgency_phrases=args.urgency_phrases):
+                                        varied_noul=args.varied_noul_frames, urgency_phrases=args.urgency_phrases,
+                                        fact_phrasings=args.fact_phrasings):
         if len(records) >= args.train_records:
             break
         records.append(record)
@@ -734,6 +751,9 @@ def main(argv=None) -> int:
     parser.add_argument("--urgency-phrases", action="store_true",
                         help="standard training states also say how urgent they are without a scale term, in the "
                              "low and high phrases of topic_frames.URGENCY_PHRASES (\"no hurry\", \"right now\")")
+    parser.add_argument("--fact-phrasings", action="store_true",
+                        help="standard training states also say half of their yes/no facts in free words, from "
+                             "fact_phrasings.TRAIN (\"Ring me when you can.\", \"Write to me instead of phoning.\")")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="label smoothing of the option cross-entropy, over each question's own options")
     parser.add_argument("--hard-label-smoothing", type=float, default=None,
@@ -770,7 +790,8 @@ def main(argv=None) -> int:
                         help="with --resume: end this call after this many steps (a call of known length)")
     parser.add_argument("--keep-best", action="store_true",
                         help="save the weights of the progress evaluation (every --eval-every steps, and the last "
-                             "step) with the highest --validation-suite accuracy, not the last weights; the "
+                             "step) with the highest validation accuracy (over --also-validate's questions too), "
+                             "not the last weights; the "
                              "metrics name the step kept")
     parser.add_argument("--resume", action="store_true",
                         help="train across calls: continue from OUT.state when it exists, and when this call's "
@@ -785,15 +806,21 @@ def main(argv=None) -> int:
                         help="write the tokenised training data to --data-cache and stop (no training)")
     parser.add_argument("--validation-suite", default="validation",
                         help="suite every training decision reads: the progress lines and recipe comparisons")
+    parser.add_argument("--also-validate", action="append", default=[], metavar="SUITE",
+                        help="another suite whose questions join the validation questions (the progress lines "
+                             "and --keep-best), e.g. phrasings; repeatable, never a held-out suite")
     parser.add_argument("--heldout-suite", action="append",
                         help="suite the saved checkpoint is reported on, and never read before; repeatable, "
                              "the first one heads TRAINING.md (default: heldout and heldout_hard)")
     parser.add_argument("--calib-suite", default="calib", help="suite the temperatures are fitted on")
     args = parser.parse_args(argv)
     heldout_suites = args.heldout_suite or ["heldout", "heldout_hard"]
-    if args.validation_suite in heldout_suites:
-        parser.error(f"--validation-suite {args.validation_suite} is a held-out suite: "
-                     "held-out suites are only reported")
+    for flag, name in (("--validation-suite", args.validation_suite),
+                       *(("--also-validate", name) for name in args.also_validate)):
+        if name in heldout_suites:
+            parser.error(f"{flag} {name} is a held-out suite: held-out suites are only reported")
+    if len({args.validation_suite, *args.also_validate}) != 1 + len(args.also_validate):
+        parser.error("--also-validate: name each validation suite once, and not the --validation-suite")
     if not 0.0 <= args.hard_fraction < 1.0:
         parser.error("--hard-fraction must be in [0, 1)")
     if args.prepare_data_only and not args.data_cache:
@@ -856,9 +883,11 @@ def main(argv=None) -> int:
     print(f"{len(banks)} banks (lengths {', '.join(str(b['input_ids'].shape[1]) for b in banks)}; questions "
           f"{', '.join(str(len(b['labels'])) for b in banks)}) built in {time.time() - built:.1f}s", flush=True)
     calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
-    validation = prepare_records(load_suite(suite_path(args.validation_suite, "--validation-suite")).records,
-                                 codec, agent)
-    print(f"prepared {len(train)} training / {len(calib)} calibration / {len(validation)} validation questions "
+    validation = {name: prepare_records(load_suite(suite_path(name, flag)).records, codec, agent)
+                  for flag, name in (("--validation-suite", args.validation_suite),
+                                     *(("--also-validate", name) for name in args.also_validate))}
+    print(f"prepared {len(train)} training / {len(calib)} calibration / "
+          f"{sum(map(len, validation.values()))} validation questions "
           f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)
 
     if args.attention == "plain":
@@ -1040,6 +1069,7 @@ def main(argv=None) -> int:
     before, after = report_on("uncalibrated", primary), report_on("calibrated", primary)
     reported = {name: report_on("calibrated", name) for name in heldout_suites}
     validation_after = report_on("calibrated", args.validation_suite)
+    also_validated = {name: report_on("calibrated", name) for name in args.also_validate}
     # The small smoke suite too, so a fast test can check that the saved checkpoint reproduces it.
     smoke_after = report_on("calibrated", "smoke")
     metrics = {
@@ -1050,7 +1080,8 @@ def main(argv=None) -> int:
         "noul_weight": args.noul_weight, "replace_prob": args.replace_prob, "hard_fraction": args.hard_fraction,
         "training_paraphrases": args.training_paraphrases, "varied_topics": args.varied_topics,
         "varied_noul_frames": args.varied_noul_frames, "urgency_phrases": args.urgency_phrases,
-        "label_smoothing": args.label_smoothing, "hard_label_smoothing": args.hard_label_smoothing,
+        "fact_phrasings": args.fact_phrasings, "label_smoothing": args.label_smoothing,
+        "hard_label_smoothing": args.hard_label_smoothing,
         "hard_smoothing_types": list(args.hard_smoothing_types), "ema": args.ema,
         "warmup": args.warmup, "multiple": args.multiple,
         "max_len": agent.max_len, "head_max_len": agent.head_max_len,
@@ -1062,7 +1093,7 @@ def main(argv=None) -> int:
         "kept_step": best.step if best is not None else step,
         "kept_validation_accuracy": round(best.accuracy, 4) if best is not None else None,
         "heldout_uncalibrated": before, "heldout_calibrated": after, "smoke_calibrated": smoke_after,
-        "validation_calibrated": validation_after, "reported": reported,
+        "validation_calibrated": validation_after, "also_validated": also_validated, "reported": reported,
         "calib_ece_before": report_on("uncalibrated", args.calib_suite)["ece"],
         "calib_ece_after": report_on("calibrated", args.calib_suite)["ece"],
     }

@@ -37,7 +37,8 @@ RECORD_KEYS = ("id", "state", "questions", "labels", "tags")
 TAG_KEYS = ("type", "language", "options", "length_class", "duplicate_of")
 OPTIONAL_TAG_KEYS = ("phenomenon", "variant_of", "variant")   # written only when set: other suites keep their bytes
 NOUL_TRUE = 1  # noul slot order is [false, true]
-PHENOMENA = ("standard", "paraphrase", "distractor", "close", "absent_fact", "negation_word", "retracted")
+PHENOMENA = ("standard", "paraphrase", "distractor", "close", "absent_fact", "negation_word", "retracted",
+             "fact_phrasing", "urgency_phrasing")
 VARIANTS = ("option_order", "option_text", "type")   # the one field a variant question changes
 
 

@@ -25,7 +25,7 @@ from laya_opt.suites.workloads import WORKLOADS, build_workload
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES_DIR = suites_dir()
-SHIPPED = ("heldout", "calib", "smoke", "duplicated", "validation", "heldout_hard")
+SHIPPED = ("heldout", "calib", "smoke", "duplicated", "validation", "phrasings", "heldout_hard")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
 """The stand-in trainer: packing, fixed-shape batches, training-only losses and targets, one end-to-end run."""
+import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from laya_opt.suites.synthetic import lexicon  # noqa: E402
-from laya_opt.suites.synthetic.generator import generate  # noqa: E402
+from laya_opt.suites.synthetic.generator import generate, iter_training_records  # noqa: E402
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord  # noqa: E402
 from standin_data import (NO_FACT, OPTION_TOKENS, batch_arrays, fixed_batches, load_packed, pack,  # noqa: E402
                           save_packed, stop_token_ids)
@@ -178,8 +180,11 @@ def test_noul_target_is_none_for_other_questions_and_unfound_facts():
     assert noul_target(choice, "x") is None
 
 
-def test_every_generated_noul_question_gets_its_targets_and_they_explain_the_label():
-    records = generate("train", 300, seed=5)
+@pytest.mark.parametrize("phrased", [False, True])
+def test_every_generated_noul_question_gets_its_targets_and_they_explain_the_label(phrased):
+    # with --fact-phrasings half the facts are said in free words: the polarity targets read those too
+    records = (list(itertools.islice(iter_training_records(5, fact_phrasings=True), 300)) if phrased
+               else generate("train", 300, seed=5))
     noul = [(r, q) for r in records for q, spec in r.questions.items() if spec["type"] == "noul"]
     assert len(noul) > 50
     for record, qid in noul:
@@ -362,18 +367,19 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     monkeypatch.setattr(train_standin, "generate_hard", lambda split, n, seed, **flags: splits.append(split) or
                         hard_flags.append(flags) or real(split, n, seed, **flags))
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
-    validation = ["--validation-suite", _small_validation(tmp_path)] if suites else []
+    validation = ["--validation-suite", _small_validation(tmp_path), "--also-validate", _small_phrasings(tmp_path)
+                  ] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
             "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--varied-noul-frames",
-            "--urgency-phrases", "--eval-every", "2",
+            "--urgency-phrases", "--fact-phrasings", "--eval-every", "2",
             "--label-smoothing", "0.03", "--hard-label-smoothing", "0.1", "--hard-smoothing-types", "noul",
             "--max-len", "320", "--head-max-len", "112", *suites, *validation]
     assert main([str(a) for a in args]) == 0
     assert splits == ["train_paraphrased"]   # the hard cases state their facts in the training paraphrases
     # the standard records state their topics in the varied frames and some urgencies in phrases; both streams
     # frame noul in NOUL_FRAMES
-    assert varied == [{"varied_topics": True, "varied_noul": True, "urgency_phrases": True}]
+    assert varied == [{"varied_topics": True, "varied_noul": True, "urgency_phrases": True, "fact_phrasings": True}]
     assert hard_flags == [{"varied_noul": True}]
     printed = capsys.readouterr().out
     assert "step 2:" in printed and "noul loss" in printed and "validation accuracy" in printed
@@ -388,6 +394,13 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     assert metrics["steps"] == 3 and metrics["noul_weight"] == 1.0 and metrics["hard_fraction"] == 0.25
     assert metrics["training_paraphrases"] is True and metrics["varied_topics"] is True
     assert metrics["varied_noul_frames"] is True and metrics["urgency_phrases"] is True
+    assert metrics["fact_phrasings"] is True
+    if suites:   # the second validation suite is read by the progress lines, and reported with that role
+        also = str(_small_phrasings(tmp_path))
+        assert list(metrics["also_validated"]) == [also] and metrics["also_validated"][also]["overall"]["n"] == 6
+        assert re.search(r"validation accuracy \S+ \(.*; \S*validation_small\S* [0-9.]+, \S*phrasings_small\S* "
+                         r"[0-9.]+\)", printed)
+        assert f"| {also} | validation |" in (out / "TRAINING.md").read_text()
     assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
     assert metrics["hard_smoothing_types"] == ["noul"]
     assert json.loads((out / "rl_agent_config.json").read_text())["training"]["hard_smoothing_types"] == ["noul"]
@@ -518,6 +531,32 @@ def test_training_script_refuses_token_budgets_the_model_cannot_hold(tmp_path, c
     error = capsys.readouterr().err
     assert refused.value.code == 2 and "--max-len/--head-max-len" in error and message in error
     assert not (tmp_path / "ck").exists()
+
+
+def _small_phrasings(tmp_path) -> Path:
+    """The first records of `phrasings` holding six questions, as a suite file of its own."""
+    from laya_opt.suites.suite_file import dump_suite, load_suite
+    from laya_opt.util.resources import suite_path
+    path = tmp_path / "phrasings_small.jsonl"
+    if not path.exists():
+        records, total = [], 0
+        for record in load_suite(suite_path("phrasings")).records:
+            if total + len(record.questions) <= 6:
+                records.append(record)
+                total += len(record.questions)
+        assert total == 6
+        path.write_bytes(dump_suite("phrasings_small", records, generator_seed=None, description="t"))
+    return path
+
+
+@pytest.mark.parametrize("flags", [["--also-validate", "heldout_hard"], ["--also-validate", "validation"],
+                                   ["--also-validate", "phrasings", "--also-validate", "phrasings"]])
+def test_also_validate_refuses_a_held_out_or_repeated_suite(tmp_path, capsys, flags):
+    from train_standin import main
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "ck"), *flags])
+    error = capsys.readouterr().err
+    assert "held-out suite" in error if "heldout_hard" in flags else "name each validation suite once" in error
 
 
 def test_training_script_refuses_a_held_out_suite_for_validation(tmp_path, capsys):

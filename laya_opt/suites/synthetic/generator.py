@@ -25,6 +25,7 @@ from laya_opt.core.prompt import validate_question
 
 from laya_opt.suites.suite_file import QuestionTag, SuiteRecord
 from laya_opt.suites.synthetic.templates import TemplateGroup, templates_for
+from laya_opt.suites.synthetic.fact_phrasings import with_fact_phrasings
 from laya_opt.suites.synthetic.topic_frames import URGENCY_BANDS, varied_group, with_noul_frames, with_urgency_phrases
 
 SPLITS = ("train", "calib", "heldout", "validation")
@@ -35,7 +36,6 @@ _KIND_WEIGHTS = (0.25, 0.20, 0.25, 0.15, 0.15)
 _LENGTH_WEIGHTS = {"short": 0.45, "medium": 0.30, "long": 0.25}
 _NQ_WEIGHTS = (0.15, 0.20, 0.20, 0.18, 0.14, 0.13)          # 1..6 questions
 _MAX_SLOTS = {"short": 4, "medium": 4, "long": 3}           # decisive facts per state
-URGENCY_PHRASE_SHARE = 0.35   # of urgency slots, when the group has phrases (training only)
 _SLOT_WEIGHTS = {"department": 3.0, "product": 2.0, "urgency": 2.0, "mood": 1.5, "rating": 1.0, "fact": 3.0}
 _LOG_SLOTS = ("department", "product", "fact")
 # Minimum characters of a long state: comfortably above 256 tokens of the project tokenizer.
@@ -97,7 +97,7 @@ def _make_slots(rng: random.Random, tg: TemplateGroup, lang: str, kinds: list[st
             cue = rng.choice(pool[cid][lang].cues)
             slots.append(Slot(kind, cid, rng.choice(tg.slots[kind][lang]).format(kw=cue)))
         # the draw happens only when the group has phrases, so every other stream stays as it was
-        elif kind == "urgency" and tg.urgency_phrases and rng.random() < URGENCY_PHRASE_SHARE:
+        elif kind == "urgency" and tg.urgency_phrases and rng.random() < tg.urgency_phrase_share:
             band = rng.choice(sorted(tg.urgency_phrases))
             slots.append(Slot(kind, band, rng.choice(tg.urgency_phrases[band][lang])))
         elif kind in ("urgency", "mood"):
@@ -113,7 +113,11 @@ def _make_slots(rng: random.Random, tg: TemplateGroup, lang: str, kinds: list[st
         else:
             fact = lx.FACTS[facts.pop()][lang]
             holds = rng.random() < 0.5
-            slots.append(Slot("fact", (fact.id, holds), fact.holds if holds else fact.fails))
+            sentence = fact.holds if holds else fact.fails
+            # drawn only when the group has phrasings, so every other stream stays as it was
+            if tg.fact_phrasings and rng.random() < tg.fact_phrasing_share:
+                sentence = rng.choice(tg.fact_phrasings[fact.id][lang][0 if holds else 1])
+            slots.append(Slot("fact", (fact.id, holds), sentence))
     return slots
 
 
@@ -412,11 +416,12 @@ def _stream(split: str, seed: int, tg: TemplateGroup | None = None) -> Iterator[
         yield _make_record(rng, split, f"{split}-{i:05d}", tg)
 
 
-def generate(split: str, n_records: int, seed: int) -> list[SuiteRecord]:
-    """The first `n_records` records of the (split, seed) stream; ids `"{split}-00000"`, ..."""
+def generate(split: str, n_records: int, seed: int, tg: TemplateGroup | None = None) -> list[SuiteRecord]:
+    """The first `n_records` records of the (split, seed) stream; ids `"{split}-00000"`, ...; `tg` overrides
+    the split's templates (the `phrasings` suite: the validation group with its phrasings)."""
     if isinstance(n_records, bool) or not isinstance(n_records, int) or n_records < 0:
         raise ValueError(f"n_records must be a non-negative int, got {n_records!r}")
-    return [record for record, _ in itertools.islice(_stream(split, seed), n_records)]
+    return [record for record, _ in itertools.islice(_stream(split, seed, tg), n_records)]
 
 
 def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
@@ -426,16 +431,18 @@ def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
 
 
 def iter_training_records(seed: int, varied_topics: bool = False, varied_noul: bool = False,
-                          urgency_phrases: bool = False) -> Iterator[SuiteRecord]:
+                          urgency_phrases: bool = False, fact_phrasings: bool = False) -> Iterator[SuiteRecord]:
     """Endless stream of `train` records; its first n equal `generate("train", n, seed)`.
 
     varied_topics: state topics, urgencies and moods also in `topic_frames.FRAMES`; varied_noul: frame noul
     questions also in `topic_frames.NOUL_FRAMES`; urgency_phrases: state some urgencies by
-    `topic_frames.URGENCY_PHRASES` (each a different stream).
+    `topic_frames.URGENCY_PHRASES`; fact_phrasings: state some facts by `fact_phrasings.TRAIN` (each a
+    different stream).
     """
     tg = templates_for("train")
     tg = varied_group(tg) if varied_topics else tg
     tg = with_noul_frames(tg) if varied_noul else tg
     tg = with_urgency_phrases(tg) if urgency_phrases else tg
+    tg = with_fact_phrasings(tg) if fact_phrasings else tg
     for record, _ in _stream("train", seed, tg):
         yield record

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,10 +18,14 @@ from laya_opt.util.resources import suites_dir
 from laya_opt.suites.synthetic.generator import generate
 from laya_opt.suites.synthetic.hard_cases import CASES, generate_hard
 from laya_opt.suites.lexical_baseline import HARD_SUITE_GAP, baseline_report, gaps_to_target
-from laya_opt.suites.synthetic.lexicon import LANGUAGES
+from laya_opt.suites.synthetic.fact_phrasings import PROBE_URGENCY, VALIDATION, with_fact_phrasings
+from laya_opt.suites.synthetic.lexicon import FACTS, LANGUAGES
+from laya_opt.suites.synthetic.templates import templates_for
 from laya_opt.suites.suite_file import QTYPES, SuiteRecord, dump_suite, parse_suite
 
-SEEDS = {"heldout": 101, "calib": 202, "smoke": 303, "duplicated": 404, "validation": 505, "heldout_hard": 606}
+SEEDS = {"heldout": 101, "calib": 202, "smoke": 303, "duplicated": 404, "validation": 505, "heldout_hard": 606,
+         "phrasings": 808}
+PHRASED = {"urgency": "urgency_phrasing", **{fact: "fact_phrasing" for fact in FACTS}}   # qid base -> phenomenon
 MIN_PER_CASE = 30   # questions per (type, phenomenon) in heldout_hard: enough to read a per-case accuracy
 
 
@@ -79,6 +84,26 @@ def _validation(seed: int) -> list[SuiteRecord]:
     return _renumber("validation", standard + generate_hard("validation", 140, seed))
 
 
+def _phrasings(seed: int, n_questions: int = 640) -> list[SuiteRecord]:
+    """Validation-wording records whose facts and urgencies are all said in free words
+    (`fact_phrasings.VALIDATION`, `PROBE_URGENCY`); only the questions about those are kept."""
+    group = dataclasses.replace(with_fact_phrasings(templates_for("validation"), VALIDATION, share=1.0),
+                                urgency_phrases=PROBE_URGENCY, urgency_phrase_share=1.0)
+    out, total = [], 0
+    for record in generate("validation", 4 * n_questions, seed, group):
+        bases = {qid: re.sub(r"_\d+$", "", qid) for qid in record.questions}   # "refund_2" asks about refund
+        phrased = {qid: PHRASED[base] for qid, base in bases.items() if base in PHRASED}
+        if not phrased:
+            continue
+        out.append(SuiteRecord(record.id, record.state, {q: record.questions[q] for q in phrased},
+                               {q: record.labels[q] for q in phrased},
+                               {q: dataclasses.replace(record.tags[q], phenomenon=p) for q, p in phrased.items()}))
+        total += len(phrased)
+        if total >= n_questions:
+            break
+    return _renumber("phrasings", out)
+
+
 def _duplicated(seed: int) -> list[SuiteRecord]:
     """Base records, then exact repeats: whole records (new ids) and repeated questions in a record."""
     base = _renumber("duplicated", [r for r in generate("heldout", 40, seed) if
@@ -123,6 +148,11 @@ def build_suites() -> dict[str, bytes]:
                        "Validation split: every training decision (progress lines, recipe comparisons) reads it. "
                        "A third wording, disjoint from the training and held-out templates; standard questions "
                        "and hard cases (tags.phenomenon)."),
+        "phrasings": (_phrasings(SEEDS["phrasings"]),
+                      "Validation wording whose yes/no facts and urgencies are all said in free words "
+                      "(fact_phrasings: imperatives, refusals, what was and was not done), written apart from "
+                      "the training phrasings and from freeform; only those questions (tags.phenomenon). "
+                      "Training decisions may read it (train_standin.py --also-validate); never trained on."),
         "heldout_hard": (heldout_hard,
                          "Held-out hard cases that word overlap cannot solve (fidelity.hard_cases): paraphrased "
                          "instructions, options and noul statements (no training instruction, frames removed), "

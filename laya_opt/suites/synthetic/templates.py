@@ -58,6 +58,11 @@ class TemplateGroup:
     # band (low | high) -> lang -> sentences stating an urgency without its scale term; empty: none
     # (training only: topic_frames.with_urgency_phrases)
     urgency_phrases: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    urgency_phrase_share: float = 0.35   # of urgency slots, when there are phrases
+    # fact id -> lang -> (sentences when it holds, when it fails), said in free words; empty: none
+    # (training: fact_phrasings.with_fact_phrasings; the `phrasings` suite: its validation table)
+    fact_phrasings: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = field(default_factory=dict)
+    fact_phrasing_share: float = 0.5     # of fact slots, when there are phrasings
 
     def all_strings(self) -> list[str]:
         """Every template string of the group (for disjointness checks)."""
@@ -66,6 +71,8 @@ class TemplateGroup:
                       self.assistant, self.greetings, self.closings, *self.urgency_phrases.values()):
             for items in table.values():
                 out.extend(items)
+        out.extend(sentence for table in self.fact_phrasings.values() for sides in table.values()
+                   for side in sides for sentence in side)
         out.extend(self.log_filler)
         out.append(self.log_line)
         return out

@@ -416,17 +416,17 @@ def _stream(split: str, seed: int, tg: TemplateGroup | None = None) -> Iterator[
         yield _make_record(rng, split, f"{split}-{i:05d}", tg)
 
 
-def generate(split: str, n_records: int, seed: int, tg: TemplateGroup | None = None) -> list[SuiteRecord]:
-    """The first `n_records` records of the (split, seed) stream; ids `"{split}-00000"`, ...; `tg` overrides
-    the split's templates (the `phrasings` suite: the validation group with its phrasings)."""
+def generate(split: str, n_records: int, seed: int) -> list[SuiteRecord]:
+    """The first `n_records` records of the (split, seed) stream; ids `"{split}-00000"`, ..."""
     if isinstance(n_records, bool) or not isinstance(n_records, int) or n_records < 0:
         raise ValueError(f"n_records must be a non-negative int, got {n_records!r}")
-    return [record for record, _ in itertools.islice(_stream(split, seed, tg), n_records)]
+    return [record for record, _ in itertools.islice(_stream(split, seed), n_records)]
 
 
-def iter_records(split: str, seed: int) -> Iterator[SuiteRecord]:
-    """Endless stream of `split` records; its first n equal `generate(split, n, seed)`."""
-    for record, _ in _stream(split, seed):
+def iter_records(split: str, seed: int, tg: TemplateGroup | None = None) -> Iterator[SuiteRecord]:
+    """Endless stream of `split` records; its first n equal `generate(split, n, seed)`. `tg` overrides the
+    split's templates (the `phrasings` suite: the validation group with its phrasings)."""
+    for record, _ in _stream(split, seed, tg):
         yield record
 
 

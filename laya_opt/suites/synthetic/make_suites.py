@@ -15,7 +15,7 @@ from pathlib import Path
 
 from laya_opt.util.resources import suites_dir
 
-from laya_opt.suites.synthetic.generator import generate
+from laya_opt.suites.synthetic.generator import generate, iter_records
 from laya_opt.suites.synthetic.hard_cases import CASES, generate_hard
 from laya_opt.suites.lexical_baseline import HARD_SUITE_GAP, baseline_report, gaps_to_target
 from laya_opt.suites.synthetic.fact_phrasings import PROBE_URGENCY, VALIDATION, with_fact_phrasings
@@ -90,7 +90,7 @@ def _phrasings(seed: int, n_questions: int = 640) -> list[SuiteRecord]:
     group = dataclasses.replace(with_fact_phrasings(templates_for("validation"), VALIDATION, share=1.0),
                                 urgency_phrases=PROBE_URGENCY, urgency_phrase_share=1.0)
     out, total = [], 0
-    for record in generate("validation", 4 * n_questions, seed, group):
+    for record in iter_records("validation", seed, group):
         bases = {qid: re.sub(r"_\d+$", "", qid) for qid in record.questions}   # "refund_2" asks about refund
         phrased = {qid: PHRASED[base] for qid, base in bases.items() if base in PHRASED}
         if not phrased:

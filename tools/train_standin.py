@@ -590,7 +590,10 @@ def training_report(metrics: dict, command: str) -> str:
         *([f"- weights averaged (--ema {metrics['ema']:g}): the exponential moving average is what was evaluated, "
            "kept and saved"] if metrics.get("ema") else []),
         *([f"- weights kept (--keep-best): step {metrics['kept_step']}, validation accuracy "
-           f"{metrics['kept_validation_accuracy']}"] if metrics.get("kept_validation_accuracy") is not None else []),
+           f"{metrics['kept_validation_accuracy']}"
+           + (f" (over the questions of {', '.join([metrics['validation_suite'], *metrics['also_validated']])})"
+              if metrics.get("also_validated") else "")]
+          if metrics.get("kept_validation_accuracy") is not None else []),
         f"- held-out accuracy: **{after['overall']['accuracy']:.4f}** (n = {after['overall']['n']})",
         f"- held-out ECE (max p, 10 bins): {before['ece']:.4f} before temperature fitting, {after['ece']:.4f} after",
         f"- calibration-split ECE: {metrics['calib_ece_before']:.4f} before, {metrics['calib_ece_after']:.4f} after",

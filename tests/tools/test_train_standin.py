@@ -367,8 +367,8 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
     monkeypatch.setattr(train_standin, "generate_hard", lambda split, n, seed, **flags: splits.append(split) or
                         hard_flags.append(flags) or real(split, n, seed, **flags))
     out, cache = tmp_path / "ck", tmp_path / "data.npz"
-    validation = ["--validation-suite", _small_validation(tmp_path), "--also-validate", _small_phrasings(tmp_path)
-                  ] if suites else []
+    validation = ["--validation-suite", _small_validation(tmp_path), "--also-validate", _small_phrasings(tmp_path),
+                  "--keep-best"] if suites else []
     args = ["--out", out, "--data-cache", cache, "--train-records", "60", "--steps", "3", "--batch-size", "8",
             "--hidden-size", "64", "--aux-weight", "1", "--noul-weight", "1", "--replace-prob", "0.15",
             "--hard-fraction", "0.25", "--training-paraphrases", "--varied-topics", "--varied-noul-frames",
@@ -400,7 +400,10 @@ def test_training_script_runs_end_to_end_and_writes_a_loadable_checkpoint(tmp_pa
         assert list(metrics["also_validated"]) == [also] and metrics["also_validated"][also]["overall"]["n"] == 6
         assert re.search(r"validation accuracy \S+ \(.*; \S*validation_small\S* [0-9.]+, \S*phrasings_small\S* "
                          r"[0-9.]+\)", printed)
-        assert f"| {also} | validation |" in (out / "TRAINING.md").read_text()
+        report = (out / "TRAINING.md").read_text()
+        assert f"| {also} | validation |" in report
+        assert re.search(r"weights kept \(--keep-best\): step \d+, validation accuracy [0-9.]+ \(over the "
+                         r"questions of \S*validation_small\S*, \S*phrasings_small\S*\)", report)
     assert (metrics["label_smoothing"], metrics["hard_label_smoothing"]) == (0.03, 0.1)
     assert metrics["hard_smoothing_types"] == ["noul"]
     assert json.loads((out / "rl_agent_config.json").read_text())["training"]["hard_smoothing_types"] == ["noul"]

@@ -87,7 +87,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 
 from laya_opt.suites import synthetic
 from laya_opt.suites.synthetic import lexicon
-from laya_opt.suites.synthetic.generator import iter_training_records
+from laya_opt.suites.synthetic.generator import iter_training_records, slot_of
 from laya_opt.fidelity.checker import evaluate, requests_from_suite
 from laya_opt.suites.suite_file import label_index
 from laya_opt.suites.synthetic.hard_cases import generate_hard
@@ -143,7 +143,7 @@ def noul_target(record, qid: str) -> tuple[int, int, int] | None:
     label (then the question gets no noul targets).
     """
     question = record.questions[qid]
-    fact_id = qid.rsplit("_", 1)[0] if qid not in lexicon.FACTS else qid
+    fact_id = slot_of(qid)
     if question.get("type") != "noul" or fact_id not in lexicon.FACTS:
         return None
     lang = record.tags[qid].language

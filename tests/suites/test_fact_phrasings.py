@@ -4,7 +4,6 @@ sentence, and no shipped suite but `phrasings` holds one of them."""
 import hashlib
 import itertools
 import json
-import re
 
 import pytest
 
@@ -12,7 +11,7 @@ from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.suites.synthetic import lexicon as lx
 from laya_opt.suites.synthetic.fact_phrasings import PROBE_URGENCY, TRAIN, VALIDATION, _states
-from laya_opt.suites.synthetic.generator import generate, iter_training_records
+from laya_opt.suites.synthetic.generator import generate, iter_training_records, slot_of
 from laya_opt.suites.synthetic.hard_cases import mentions
 from laya_opt.suites.synthetic.hard_templates import HELDOUT_HARD
 from laya_opt.suites.synthetic.templates import TEMPLATE_GROUPS
@@ -114,7 +113,7 @@ def _phrased_facts(records, table):
     for record in records:
         state = json.dumps(record.state, ensure_ascii=False)
         for qid, question in record.questions.items():
-            fact_id = re.sub(r"_\d+$", "", qid)
+            fact_id = slot_of(qid)
             if question["type"] != "noul" or fact_id not in table:
                 continue
             lang = record.tags[qid].language
@@ -137,7 +136,7 @@ def test_the_training_stream_states_about_half_its_facts_in_free_words_and_keeps
     assert len(found) >= 100 and {fact for fact, _, _ in found} == set(lx.FACTS), len(found)
     assert {holds for _, holds, _ in found} == {True, False}
     assert all(holds == label for _, holds, label in found)
-    standard = sum(1 for r in phrased for q, t in r.tags.items() if re.sub(r"_\d+$", "", q) in lx.FACTS)
+    standard = sum(1 for r in phrased for q, t in r.tags.items() if slot_of(q) in lx.FACTS)
     assert 0.3 < len(found) / standard < 0.7, (len(found), standard)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -216,6 +217,11 @@ def _question_for(rng, tg, lang, slot: Slot, exclude: set[str]) -> tuple[dict, A
     if slot.kind == "rating":
         return _rating_question(rng, tg, lang, *slot.value)
     return _noul_question(rng, tg, lang, *slot.value)
+
+
+def slot_of(qid: str) -> str:
+    """The slot a generated question id asks about: "refund_2" (a second question on it) -> "refund"."""
+    return re.sub(r"_\d+$", "", qid)
 
 
 def _qid_base(slot: Slot) -> str:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
 from laya_opt.util.resources import suites_dir
 
-from laya_opt.suites.synthetic.generator import generate, iter_records
+from laya_opt.suites.synthetic.generator import generate, iter_records, slot_of
 from laya_opt.suites.synthetic.hard_cases import CASES, generate_hard
 from laya_opt.suites.lexical_baseline import HARD_SUITE_GAP, baseline_report, gaps_to_target
 from laya_opt.suites.synthetic.fact_phrasings import PROBE_URGENCY, VALIDATION, with_fact_phrasings
@@ -91,8 +90,7 @@ def _phrasings(seed: int, n_questions: int = 640) -> list[SuiteRecord]:
                                 urgency_phrases=PROBE_URGENCY, urgency_phrase_share=1.0)
     out, total = [], 0
     for record in iter_records("validation", seed, group):
-        bases = {qid: re.sub(r"_\d+$", "", qid) for qid in record.questions}   # "refund_2" asks about refund
-        phrased = {qid: PHRASED[base] for qid, base in bases.items() if base in PHRASED}
+        phrased = {qid: PHRASED[slot_of(qid)] for qid in record.questions if slot_of(qid) in PHRASED}
         if not phrased:
             continue
         out.append(SuiteRecord(record.id, record.state, {q: record.questions[q] for q in phrased},

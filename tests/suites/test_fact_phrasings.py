@@ -6,6 +6,7 @@ import itertools
 import json
 
 import pytest
+from lexical_terms import lexical_terms
 
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.suites.suite_file import load_suite
@@ -26,10 +27,6 @@ def _sentences(table):
     return [(fact, lang, side == 0, sentence) for fact, langs in table.items() for lang, sides in langs.items()
             for side, sentences in enumerate(sides) for sentence in sentences]
 
-
-def _terms(lang: str) -> list[str]:
-    cues = [cue for pool in (lx.DEPARTMENTS, lx.PRODUCTS) for concept in pool.values() for cue in concept[lang].cues]
-    return cues + list(lx.URGENCY[lang]) + list(lx.MOOD[lang])
 
 
 def _bare(sentence: str) -> str:
@@ -60,12 +57,12 @@ def test_the_two_tables_share_no_sentence_and_repeat_no_lexicon_sentence():
 def test_phrases_name_no_cue_or_scale_term(name):
     # a phrase naming a department, product, urgency or mood term would give a state a second answer
     for fact, lang, holds, sentence in _sentences(TABLES[name]):
-        found = [term for term in _terms(lang) if mentions(sentence, term, lang)]
+        found = [term for term in lexical_terms(lang) if mentions(sentence, term, lang)]
         assert not found, (name, fact, lang, sentence, found)
     for band, table in PROBE_URGENCY.items():
         for lang, phrases in table.items():
             for phrase in phrases:
-                found = [term for term in _terms(lang) if mentions(phrase, term, lang)]
+                found = [term for term in lexical_terms(lang) if mentions(phrase, term, lang)]
                 assert not found, (band, lang, phrase, found)
 
 

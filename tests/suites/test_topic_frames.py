@@ -6,6 +6,7 @@ import itertools
 import json
 
 import pytest
+from lexical_terms import lexical_terms
 
 from laya_opt.suites.lexical_baseline import baseline_report
 from laya_opt.suites.suite_file import dump_suite, parse_suite
@@ -31,10 +32,6 @@ def _frames():
             for lang, frames in table.items() for frame in frames]
 
 
-def _terms(lang: str) -> list[str]:
-    cues = [cue for pool in (lx.DEPARTMENTS, lx.PRODUCTS) for concept in pool.values() for cue in concept[lang].cues]
-    return cues + list(lx.URGENCY[lang]) + list(lx.MOOD[lang])
-
 
 def test_every_frame_holds_its_placeholder_once():
     for kind, lang, frame in _frames():
@@ -52,7 +49,7 @@ def test_frames_name_no_cue_or_scale_term():
     # A frame that held a cue (or an urgency or mood term) would give a state a second answer.
     for kind, lang, frame in _frames():
         bare = frame.replace(PLACEHOLDER[kind], " ")
-        found = [term for term in _terms(lang) if mentions(bare, term, lang)]
+        found = [term for term in lexical_terms(lang) if mentions(bare, term, lang)]
         assert not found, (kind, lang, frame, found)
 
 
@@ -142,7 +139,7 @@ def test_urgency_phrases_cover_every_language_and_repeat_no_suite_sentence():
 def test_urgency_phrases_name_no_scale_term_but_a_negated_high_one():
     for band, lang, phrase in _phrases():
         found = [index for index, term in enumerate(lx.URGENCY[lang]) if mentions(phrase, term, lang)]
-        found += [term for term in _terms(lang) if term not in lx.URGENCY[lang] and mentions(phrase, term, lang)]
+        found += [term for term in lexical_terms(lang) if term not in lx.URGENCY[lang] and mentions(phrase, term, lang)]
         if band == "high" or NEGATIONS[lang] not in f" {phrase} ":
             assert not found, (band, lang, phrase, found)
         else:   # "not urgent": the high term, negated

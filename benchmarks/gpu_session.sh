@@ -94,7 +94,8 @@ case "$step" in
       --budget-s $((left - 100)) 2>&1 | tail -40 ;;
   study)  # the GPU sweep of the performance passes, its budget cut to what is left of this call. MLX compiles each
           # new shape's kernels once per machine (trial 0 of 2026-12-06 spent most of 6 minutes on it): the cache
-          # comes back as ptx_stack.tgz; kept as .mlx-wheels/ptx-stack/ptx.tgz and carried, it is unpacked first.
+          # comes back as ptx_stack.tgz; kept as .mlx-wheels/ptx-stack/ptx.tgz (or repacked with xz as ptx.txz)
+          # and carried, it is unpacked first.
           # MLX_USE_CUDA_GRAPHS=0 in front of the command avoids the CUDA graph fault (benchmarks/results/
           # 2026-12-06-h100-gpu-stack-fault), at the graphs' cost on every trial alike.
           # A trial evaluates up to eight stages on `gate` (about a minute each on a cold H100), more than one call
@@ -104,7 +105,10 @@ case "$step" in
           # sample: laya_opt.runs.stagecache).
     install
     export LAYA_OPT_CACHE_DIR=/tmp/laya-cache
-    if [ -f .mlx-wheels/ptx-stack/ptx.tgz ]; then mkdir -p "$MLX_PTX_CACHE_DIR" && tar -C "$MLX_PTX_CACHE_DIR" -xzf .mlx-wheels/ptx-stack/ptx.tgz; fi
+    # ptx.txz: the same cache packed with xz (a fifth of the size: PTX is text), for a carry near the 64 MiB limit
+    for packed in .mlx-wheels/ptx-stack/ptx.tgz .mlx-wheels/ptx-stack/ptx.txz; do
+      if [ -f "$packed" ]; then mkdir -p "$MLX_PTX_CACHE_DIR" && tar -C "$MLX_PTX_CACHE_DIR" -xaf "$packed"; fi
+    done
     if [ ! -f /tmp/sweeps/gpu_stack/study.journal ] && [ -f .mlx-wheels/study/sweep_gpu_stack.tgz ]; then
       mkdir -p /tmp/sweeps "$LAYA_OPT_CACHE_DIR" && tar -C /tmp/sweeps -xzf .mlx-wheels/study/sweep_gpu_stack.tgz || exit 1
       [ ! -f .mlx-wheels/study/study_cache.tgz ] || tar -C "$LAYA_OPT_CACHE_DIR" -xzf .mlx-wheels/study/study_cache.tgz || exit 1

@@ -10,12 +10,12 @@ it is a trial that crashed. The parent:
   the sweep). The child reads the sweep file again (a parsed experiment holds plugin functions, which do not
   pickle) and refuses to run when either file changed since the sweep read it (`trial_child`, the child's side);
 - relays each line the child prints as a progress message (`say`), and keeps them, timed, and its stderr;
-- returns the payload the child wrote (`sweep.execute_trial`'s, unchanged), or, when the child ended without
-  one, a crash payload: `{"crashed": True, "note": ...}` naming the exit code or signal and the last line of
-  its stderr. Its printed lines (seconds since it started) and its stderr are kept as `crashes/<trial
-  name>.log` under the sweep's results directory, or as `cut/<trial name>.log` for a child killed at
-  `kill_at`, so a trial that never finished still says where its time went; the staging directory the dead
-  trial was building is removed.
+- returns the payload the child wrote (`sweep.execute_trial`'s; a cut one's note names its log, below), or, when
+  the child ended without one, a crash payload: `{"crashed": True, "note": ...}` naming the exit code or signal
+  and the last line of its stderr. Its printed lines (seconds since it started) and its stderr are kept as
+  `crashes/<trial name>.log` under the sweep's results directory, or as `cut/<trial name>.log` for a child cut
+  by the budget (killed at `kill_at`, or stopped at one of its own budget checks), so a trial that never
+  finished still says where its time went; the staging directory the dead trial was building is removed.
 
 An interrupted sweep (Ctrl-C, SIGTERM) kills the child and removes its staging directory before it exits. The
 child ends itself when the parent dies (it watches its parent id), so a sweep killed mid-trial leaves no trial
@@ -111,9 +111,14 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
                     child.kill()
                     child.wait()
                     _remove_dead_staging(trials_dir)
-        if result.is_file():
-            return json.loads(result.read_text(encoding="utf-8"))
         stderr_text = stderr_path.read_text(encoding="utf-8", errors="replace")
+        if result.is_file():
+            payload = json.loads(result.read_text(encoding="utf-8"))
+            if not payload.get("cut"):
+                return payload
+            # cut at a budget check: its stages' times are what the next call's budget is planned from
+            log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_text)
+            return {**payload, "note": f"{payload.get('note', 'cut')}; its output: {CUT_LOGS}/{log.name}"}
         if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
             _remove_dead_staging(trials_dir)
             log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_text)

@@ -251,6 +251,26 @@ def test_a_trial_process_that_reaches_no_budget_check_is_killed_and_cut(tmp_path
     assert not (sweep.results_dir / "crashes").exists()
 
 
+def test_a_trial_process_cut_at_its_own_budget_check_keeps_its_log(tmp_path, base_file):
+    # The GPU study of 2026-12-08 cut trial 0 at a budget check after 8.7 minutes and kept nothing of where they went.
+    from laya_opt.runs.trial_process import run_in_child, sweep_files_digest
+
+    marker = tmp_path / "waiting"
+    add_wait_pass(base_file, marker, 5.0)   # the deadline passes while it waits, between stages
+    sweep = load_sweep(write_sweep(tmp_path, base_file))
+    trials = sweep.results_dir / TRIALS
+    payload = run_in_child(sweep, {"noisy_scorer.scale": 0.0}, 0, "t0", deadline=time.time() + 3,
+                           say=lambda m: None, digest=sweep_files_digest(sweep.source, sweep.base_path),
+                           trials_dir=trials, kill_at=None)
+    assert payload["cut"] and "cut by the budget" in payload["note"]
+    assert payload["note"].endswith("; its output: cut/t0.log")
+    log = (sweep.results_dir / "cut" / "t0.log").read_text()
+    assert log.startswith("# printed") and "# stderr" in log
+    if marker.exists():   # it reached the wait pass (a slow start can pass the deadline before): what came first
+        assert re.search(r"^\[ *\d+\.\d\] .*noisy_scorer", log, re.M), log
+    assert (sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []) == []
+
+
 def test_a_trial_running_when_the_budget_runs_out_is_cut_and_resume_runs_it_again(tmp_path, base_file, monkeypatch):
     marker = tmp_path / "waited"
     add_wait_pass(base_file, marker, 0.0)

@@ -12,6 +12,7 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
+#   or carry [".mlx-wheels/p3", ".whl"]  [REQUESTS=N] bash benchmarks/gpu_session.sh evalprof   (where `gate` evaluation goes)
 #   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack", ".mlx-wheels/study")]  [MLX_USE_CUDA_GRAPHS=0]
 #      bash benchmarks/gpu_session.sh study   (experiments/sweeps/gpu_stack.yaml; again with `study` in the next
 #      call: it resumes the study kept in /tmp/sweeps, or, on a fresh machine, the one carried back in
@@ -206,6 +207,13 @@ PY
         "$OLDPWD/experiments/stack_gpu.yaml" --no-bench --output-dir /tmp/runs > "$OUT/run.txt" 2>&1)
       tail -40 "$OUT/run.txt"
     fi ;;
+  evalprof)  # where a stage's evaluation of `gate` goes (benchmarks/eval_profile.py): one request per execute as the
+             # checker does it, phase by phase, float32 and float16, cold and warm, against one cross-request execute;
+             # cProfile of a warm pass. The study's float16 stages took 79-163 s on `gate` against 22 s in float32.
+    install
+    (cd /tmp && timeout $((CALL_S - SECONDS - 10)) python3 "$OLDPWD/benchmarks/eval_profile.py" --suite gate \
+      --requests "${REQUESTS:-300}" --dtype float32 --dtype float16 --profile --out "$OUT/eval_profile.json" 2>&1 \
+      | tee "$OUT/eval_profile.txt" | head -120) ;;
   h2h)  # MLX_* variables given to this script reach the bench (recorded in environment.mlx_env); the
         # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold)
     install

@@ -1,0 +1,125 @@
+"""Where the evaluation of a suite spends its time on this machine.
+
+The GPU study (issue 24) cuts its first trial in every device call: on one H100 a stage's evaluation of `gate`
+(961 requests, 1,120 questions) took 79-163 s in float16 against 22 s for the float32 reference, with the kernel
+cache warm. The checker evaluates one request (one record) per `execute`, so a suite is about a thousand small
+forwards. This script times that path phase by phase (prepare, then `Runtime.execute`'s own clock: plan and
+collate, graph build, dispatch, forward, host copy), per dtype, cold (the first pass over new shapes) and warm,
+and the same questions in one cross-request `execute` (length-planned batches), whose outputs it compares with
+the per-request ones. `--profile` adds cProfile's top functions of a warm per-request pass.
+
+    python benchmarks/eval_profile.py --suite gate --dtype float32 --dtype float16 [--requests N] [--profile]
+
+Prints a table and writes it, with the versions and the device, to --out (JSON) when given.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import time
+from collections import defaultdict
+
+import laya_opt  # noqa: F401  (first: it loads the fast BLAS before MLX, on a CPU)
+import mlx.core as mx
+import numpy as np
+
+from laya_opt.core.runtime import load_runtime
+from laya_opt.fidelity.checker import requests_from_suite
+from laya_opt.suites.suite_file import load_suite
+from laya_opt.util.resources import checkpoint_path, suite_path
+
+
+def per_request_pass(runtime, requests) -> tuple[dict, list]:
+    """Seconds per phase over the requests, evaluated one request per execute as the checker does."""
+    phases: dict[str, float] = defaultdict(float)
+    logits = []
+    last = [0.0]
+
+    def tick(phase: str) -> None:
+        now = time.perf_counter()
+        phases[phase] += now - last[0]
+        last[0] = now
+
+    start = time.perf_counter()
+    for request in requests:
+        last[0] = time.perf_counter()
+        prepared = runtime.prepare(request.state, request.questions)
+        tick("prepare")
+        logits.extend(runtime.execute(prepared, trace=True, clock=tick).logits)
+    phases["total"] = time.perf_counter() - start
+    return dict(phases), logits
+
+
+def batched_pass(runtime, requests) -> tuple[dict, list]:
+    """The same questions prepared per request, then run in one execute (the planner's batches)."""
+    start = time.perf_counter()
+    prepared = [item for request in requests for item in runtime.prepare(request.state, request.questions)]
+    prepare = time.perf_counter() - start
+    execution = runtime.execute(prepared, trace=True)
+    return {"prepare": prepare, "total": time.perf_counter() - start,
+            "batches": len(runtime.plan(prepared))}, list(execution.logits)
+
+
+def max_difference(single: list, batched: list) -> float:
+    """Over each question's options: a batch pads its rows' logits to its widest question."""
+    return max((float(np.max(np.abs(x.astype(np.float64) - y[:len(x)].astype(np.float64))))
+                for x, y in zip(single, batched)), default=0.0)
+
+
+def profile_top(runtime, requests, rows: int = 25) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    per_request_pass(runtime, requests)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(rows)
+    return text.getvalue()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default="standin")
+    parser.add_argument("--suite", default="gate")
+    parser.add_argument("--dtype", action="append", choices=["float32", "float16", "bfloat16"])
+    parser.add_argument("--requests", type=int, default=0, help="the first N requests (default: all)")
+    parser.add_argument("--batch-size", type=int, default=64, help="as the experiments' batch_size")
+    parser.add_argument("--profile", action="store_true", help="cProfile a warm per-request pass")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.requests < 0 or args.batch_size < 1:
+        parser.error("--requests must be 0 (all) or more and --batch-size positive")
+    requests = requests_from_suite(load_suite(suite_path(args.suite, "--suite")))
+    if args.requests:
+        requests = requests[:args.requests]
+    questions = sum(len(request.questions) for request in requests)
+    result = {"device": str(mx.default_device()), "mlx": mx.__version__, "suite": args.suite,
+              "requests": len(requests), "questions": questions, "batch_size": args.batch_size, "runs": []}
+    print(f"{result['device']}, mlx {result['mlx']}: {args.suite}, {len(requests)} requests, {questions} questions")
+    for dtype in args.dtype or ["float32", "float16"]:
+        runtime = load_runtime(checkpoint_path(args.checkpoint), dtype, batch_size=args.batch_size)
+        for label in ("cold", "warm"):
+            phases, single = per_request_pass(runtime, requests)
+            result["runs"].append({"dtype": dtype, "path": "per request", "pass": label, **phases})
+            print(f"{dtype} per request, {label}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+        for label in ("cold", "warm"):
+            phases, batched = batched_pass(runtime, requests)
+            difference = max_difference(single, batched)
+            result["runs"].append({"dtype": dtype, "path": "batched", "pass": label, **phases,
+                                   "max_logit_difference_to_per_request": difference})
+            print(f"{dtype} batched, {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
+                  + f"; max |logit difference| to per request {difference:.3g}")
+        if args.profile:
+            top = profile_top(runtime, requests)
+            result["runs"].append({"dtype": dtype, "path": "per request", "pass": "profiled", "top": top})
+            print(top)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

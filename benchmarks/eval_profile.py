@@ -7,6 +7,8 @@ forwards. This script times that path phase by phase (prepare, then `Runtime.exe
 collate, graph build, dispatch, forward, host copy), per dtype, cold (the first pass over new shapes) and warm,
 and the same questions in one cross-request `execute` (length-planned batches), whose outputs it compares with
 the per-request ones. `--profile` adds cProfile's top functions of a warm per-request pass.
+`--contiguous-attention` copies attention's inputs (q, k, v, mask) to contiguous arrays first: on CUDA, MLX 0.32
+then uses one cuDNN graph for every length instead of one per shape (a probe; outputs are compared on a GPU).
 
     python benchmarks/eval_profile.py --suite gate --dtype float32 --dtype float16 [--requests N] [--profile]
 
@@ -30,6 +32,19 @@ from laya_opt.core.runtime import load_runtime
 from laya_opt.fidelity.checker import requests_from_suite
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import checkpoint_path, suite_path
+
+
+def contiguous_attention() -> None:
+    """Route the model's attention (`core.model.sdpa`, looked up at call time) through contiguous copies."""
+    from laya_opt.core import model
+
+    plain = model.sdpa
+
+    def sdpa(q, k, v, *, scale, mask=None):
+        mask = None if mask is None else mx.contiguous(mask)
+        return plain(mx.contiguous(q), mx.contiguous(k), mx.contiguous(v), scale=scale, mask=mask)
+
+    model.sdpa = sdpa
 
 
 def per_request_pass(runtime, requests) -> tuple[dict, list]:
@@ -87,23 +102,32 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=0, help="the first N requests (default: all)")
     parser.add_argument("--batch-size", type=int, default=64, help="as the experiments' batch_size")
     parser.add_argument("--profile", action="store_true", help="cProfile a warm per-request pass")
+    parser.add_argument("--contiguous-attention", action="store_true",
+                        help="copy attention's inputs to contiguous arrays first (a probe of MLX's cuDNN graphs)")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--save-logits", help="write each dtype's per-request logits (flattened, suite order) to "
+                                              "this .npz, to compare two runs' outputs")
     args = parser.parse_args(argv)
     if args.requests < 0 or args.batch_size < 1:
         parser.error("--requests must be 0 (all) or more and --batch-size positive")
+    if args.contiguous_attention:
+        contiguous_attention()
     requests = requests_from_suite(load_suite(suite_path(args.suite, "--suite")))
     if args.requests:
         requests = requests[:args.requests]
     questions = sum(len(request.questions) for request in requests)
     result = {"device": str(mx.default_device()), "mlx": mx.__version__, "suite": args.suite,
-              "requests": len(requests), "questions": questions, "batch_size": args.batch_size, "runs": []}
+              "requests": len(requests), "questions": questions, "batch_size": args.batch_size,
+              "contiguous_attention": args.contiguous_attention, "runs": []}
     print(f"{result['device']}, mlx {result['mlx']}: {args.suite}, {len(requests)} requests, {questions} questions")
+    saved = {}
     for dtype in args.dtype or ["float32", "float16"]:
         runtime = load_runtime(checkpoint_path(args.checkpoint), dtype, batch_size=args.batch_size)
         for label in ("cold", "warm"):
             phases, single = per_request_pass(runtime, requests)
             result["runs"].append({"dtype": dtype, "path": "per request", "pass": label, **phases})
             print(f"{dtype} per request, {label}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+        saved[dtype] = np.concatenate([row.astype(np.float32).ravel() for row in single])
         for label in ("cold", "warm"):
             phases, batched = batched_pass(runtime, requests)
             difference = max_difference(single, batched)
@@ -115,6 +139,8 @@ def main(argv=None) -> int:
             top = profile_top(runtime, requests)
             result["runs"].append({"dtype": dtype, "path": "per request", "pass": "profiled", "top": top})
             print(top)
+    if args.save_logits:
+        np.savez(args.save_logits, **saved)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=1)

@@ -211,14 +211,26 @@ PY
              # checker does it, phase by phase, float32 and float16, cold and warm, against one cross-request execute;
              # cProfile of a warm pass. The study's float16 stages took 79-163 s on `gate` against 22 s in float32.
              # Suspect: MLX 0.32's cuDNN attention (float16 and bfloat16 only) builds a graph per new shape and keeps
-             # 64 (MLX_CUDA_SDPA_CACHE_SIZE); `gate` has hundreds of lengths. Then again with room for all of them.
+             # 64 (MLX_CUDA_SDPA_CACHE_SIZE); `gate` has hundreds of shapes. Then float16 again with room for all of
+             # them, and with attention's inputs made contiguous (MLX's one cuDNN graph for all lengths), its
+             # outputs compared with the first run's.
     install
-    (cd /tmp && timeout $(((CALL_S - SECONDS) / 2)) python3 "$OLDPWD/benchmarks/eval_profile.py" --suite gate \
-      --requests "${REQUESTS:-300}" --dtype float32 --dtype float16 --profile --out "$OUT/eval_profile.json" 2>&1 \
-      | tee "$OUT/eval_profile.txt" | head -120
-     MLX_CUDA_SDPA_CACHE_SIZE=4096 timeout $((CALL_S - SECONDS - 10)) python3 "$OLDPWD/benchmarks/eval_profile.py" \
-      --suite gate --requests "${REQUESTS:-300}" --dtype float16 --out "$OUT/eval_profile_sdpa4096.json" 2>&1 \
-      | tee "$OUT/eval_profile_sdpa4096.txt") ;;
+    profile() {  # NAME SECONDS ARGS...: one eval_profile.py run on the first REQUESTS requests of `gate`
+      local name=$1 seconds=$2; shift 2
+      (cd /tmp && timeout "$seconds" python3 "$OLDPWD/benchmarks/eval_profile.py" --suite gate \
+        --requests "${REQUESTS:-300}" --out "$OUT/$name.json" --save-logits "/tmp/$name.npz" "$@" 2>&1 \
+        | tee "$OUT/$name.txt" | head -80)
+    }
+    profile eval_profile $(((CALL_S - SECONDS) / 2)) --dtype float32 --dtype float16 --profile
+    MLX_CUDA_SDPA_CACHE_SIZE=4096 profile eval_profile_sdpa4096 $(((CALL_S - SECONDS - 20) / 2)) --dtype float16
+    profile eval_profile_contiguous $((CALL_S - SECONDS - 20)) --dtype float16 --contiguous-attention
+    python3 -c "
+import numpy as np
+a = np.load('/tmp/eval_profile.npz')['float16']
+for name in ('sdpa4096', 'contiguous'):
+    b = np.load(f'/tmp/eval_profile_{name}.npz')['float16']
+    print(name, 'float16 logits: max |difference| to the default run', float(np.max(np.abs(a - b))), 'over', a.size)
+" 2>&1 | tee "$OUT/eval_profile_compare.txt" ;;
   h2h)  # MLX_* variables given to this script reach the bench (recorded in environment.mlx_env); the
         # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold)
     install

@@ -5,7 +5,7 @@ The GPU study (issue 24) cuts its first trial in every device call: on one H100 
 cache warm. The checker evaluates one request (one record) per `execute`, so a suite is about a thousand small
 forwards. This script times that path phase by phase (prepare, then `Runtime.execute`'s own clock: plan and
 collate, graph build, dispatch, forward, host copy), per dtype, cold (the first pass over new shapes) and warm,
-and the same questions in one cross-request `execute` (length-planned batches), whose outputs it compares with
+and the same questions in one cross-request `execute` (the runtime planner's batches), whose outputs it compares with
 the per-request ones. `--profile` adds cProfile's top functions of a warm per-request pass.
 `--contiguous-attention` copies attention's inputs (q, k, v, mask) to contiguous arrays first: on CUDA, MLX 0.32
 then uses one cuDNN graph for every length instead of one per shape (a probe; outputs are compared on a GPU).
@@ -133,8 +133,8 @@ def main(argv=None) -> int:
             difference = max_difference(single, batched)
             result["runs"].append({"dtype": dtype, "path": "batched", "pass": label, **phases,
                                    "max_logit_difference_to_per_request": difference})
-            print(f"{dtype} batched, {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
-                  + f"; max |logit difference| to per request {difference:.3g}")
+            print(f"{dtype} batched, {label}: prepare {phases['prepare']:.2f} s, total {phases['total']:.2f} s in "
+                  f"{phases['batches']} batches; max |logit difference| to per request {difference:.3g}")
         if args.profile:
             top = profile_top(runtime, requests)
             result["runs"].append({"dtype": dtype, "path": "per request", "pass": "profiled", "top": top})

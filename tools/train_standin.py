@@ -818,8 +818,10 @@ def main(argv=None) -> int:
     parser.add_argument("--calib-suite", default="calib", help="suite the temperatures are fitted on")
     args = parser.parse_args(argv)
     heldout_suites = args.heldout_suite or ["heldout", "heldout_hard"]
-    for flag, name in (("--validation-suite", args.validation_suite),
-                       *(("--also-validate", name) for name in args.also_validate)):
+    # (flag, suite) of every validation suite: checked here, prepared with the calibration split below
+    validation_suites = (("--validation-suite", args.validation_suite),
+                         *(("--also-validate", name) for name in args.also_validate))
+    for flag, name in validation_suites:
         if name in heldout_suites:
             parser.error(f"{flag} {name} is a held-out suite: held-out suites are only reported")
     if len({args.validation_suite, *args.also_validate}) != 1 + len(args.also_validate):
@@ -887,8 +889,7 @@ def main(argv=None) -> int:
           f"{', '.join(str(len(b['labels'])) for b in banks)}) built in {time.time() - built:.1f}s", flush=True)
     calib = prepare_records(load_suite(suite_path(args.calib_suite, "--calib-suite")).records, codec, agent)
     validation = {name: prepare_records(load_suite(suite_path(name, flag)).records, codec, agent)
-                  for flag, name in (("--validation-suite", args.validation_suite),
-                                     *(("--also-validate", name) for name in args.also_validate))}
+                  for flag, name in validation_suites}
     print(f"prepared {len(train)} training / {len(calib)} calibration / "
           f"{sum(map(len, validation.values()))} validation questions "
           f"in {time.time() - started:.1f}s on {mx.default_device()}", flush=True)

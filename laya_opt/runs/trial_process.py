@@ -112,18 +112,18 @@ def run_in_child(sweep, settings: Mapping[str, Any], number: int, name: str, *, 
                     child.wait()
                     _remove_dead_staging(trials_dir)
         stderr_text = stderr_path.read_text(encoding="utf-8", errors="replace")
-        if result.is_file():
-            payload = json.loads(result.read_text(encoding="utf-8"))
-            if not payload.get("cut"):
-                return payload
-            # cut at a budget check: its stages' times are what the next call's budget is planned from
+
+        def with_cut_log(payload: Mapping[str, Any]) -> dict:
+            # a cut trial's stage times are what the next call's budget is planned from
             log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_text)
             return {**payload, "note": f"{payload.get('note', 'cut')}; its output: {CUT_LOGS}/{log.name}"}
+
+        if result.is_file():   # finished, or cut at one of its own budget checks
+            payload = json.loads(result.read_text(encoding="utf-8"))
+            return with_cut_log(payload) if payload.get("cut") else payload
         if kill_at is not None and code == -signal.SIGKILL and time.time() >= kill_at:
             _remove_dead_staging(trials_dir)
-            log = _keep_log(sweep.results_dir / CUT_LOGS / f"{name}.log", printed, stderr_text)
-            payload = dict(cut or {"cut": True})
-            return {**payload, "note": f"{payload.get('note', 'cut')}; its output: {CUT_LOGS}/{log.name}"}
+            return with_cut_log(cut or {"cut": True})
         log = _keep_log(sweep.results_dir / CRASHES / f"{name}.log", printed, stderr_text)
         _remove_dead_staging(trials_dir)
         return {"crashed": True,

@@ -7,8 +7,10 @@ forwards. This script times that path phase by phase (prepare, then `Runtime.exe
 collate, graph build, dispatch, forward, host copy), per dtype, cold (the first pass over new shapes) and warm,
 and the same questions in one cross-request `execute` (the runtime planner's batches), whose outputs it compares with
 the per-request ones. `--profile` adds cProfile's top functions of a warm per-request pass.
-`--contiguous-attention` copies attention's inputs (q, k, v, mask) to contiguous arrays first: on CUDA, MLX 0.32
-then uses one cuDNN graph for every length instead of one per shape (a probe; outputs are compared on a GPU).
+It also counts the distinct batch shapes (rows, length) of the per-request path: on CUDA, MLX 0.32 runs float16
+and bfloat16 attention on cuDNN, which builds an execution graph for each new shape and keeps the last
+`MLX_CUDA_SDPA_CACHE_SIZE` (default 256); float32 attention never uses cuDNN (`MLX_CUDA_USE_CUDNN_SDPA=0` turns it
+off for every dtype). The `MLX_*` variables of the run are recorded with it.
 
     python benchmarks/eval_profile.py --suite gate --dtype float32 --dtype float16 [--requests N] [--profile]
 
@@ -20,6 +22,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import time
 from collections import defaultdict
@@ -32,19 +35,6 @@ from laya_opt.core.runtime import load_runtime
 from laya_opt.fidelity.checker import requests_from_suite
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.resources import checkpoint_path, suite_path
-
-
-def contiguous_attention() -> None:
-    """Route the model's attention (`core.model.sdpa`, looked up at call time) through contiguous copies."""
-    from laya_opt.core import model
-
-    plain = model.sdpa
-
-    def sdpa(q, k, v, *, scale, mask=None):
-        mask = None if mask is None else mx.contiguous(mask)
-        return plain(mx.contiguous(q), mx.contiguous(k), mx.contiguous(v), scale=scale, mask=mask)
-
-    model.sdpa = sdpa
 
 
 def per_request_pass(runtime, requests) -> tuple[dict, list]:
@@ -66,6 +56,15 @@ def per_request_pass(runtime, requests) -> tuple[dict, list]:
         logits.extend(runtime.execute(prepared, trace=True, clock=tick).logits)
     phases["total"] = time.perf_counter() - start
     return dict(phases), logits
+
+
+def batch_shapes(runtime, requests) -> list[tuple[int, int]]:
+    """(rows, length) of each batch of the per-request path, in evaluation order: one graph each for cuDNN."""
+    shapes = []
+    for request in requests:
+        prepared = runtime.prepare(request.state, request.questions)
+        shapes += [(len(group), max(len(prepared[index].ids) for index in group)) for group in runtime.plan(prepared)]
+    return shapes
 
 
 def batched_pass(runtime, requests) -> tuple[dict, list]:
@@ -102,27 +101,28 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=0, help="the first N requests (default: all)")
     parser.add_argument("--batch-size", type=int, default=64, help="as the experiments' batch_size")
     parser.add_argument("--profile", action="store_true", help="cProfile a warm per-request pass")
-    parser.add_argument("--contiguous-attention", action="store_true",
-                        help="copy attention's inputs to contiguous arrays first (a probe of MLX's cuDNN graphs)")
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--save-logits", help="write each dtype's per-request logits (flattened, suite order) to "
                                               "this .npz, to compare two runs' outputs")
     args = parser.parse_args(argv)
     if args.requests < 0 or args.batch_size < 1:
         parser.error("--requests must be 0 (all) or more and --batch-size positive")
-    if args.contiguous_attention:
-        contiguous_attention()
     requests = requests_from_suite(load_suite(suite_path(args.suite, "--suite")))
     if args.requests:
         requests = requests[:args.requests]
     questions = sum(len(request.questions) for request in requests)
     result = {"device": str(mx.default_device()), "mlx": mx.__version__, "suite": args.suite,
               "requests": len(requests), "questions": questions, "batch_size": args.batch_size,
-              "contiguous_attention": args.contiguous_attention, "runs": []}
+              "mlx_env": {key: value for key, value in sorted(os.environ.items()) if key.startswith("MLX_")},
+              "runs": []}
     print(f"{result['device']}, mlx {result['mlx']}: {args.suite}, {len(requests)} requests, {questions} questions")
     saved = {}
     for dtype in args.dtype or ["float32", "float16"]:
         runtime = load_runtime(checkpoint_path(args.checkpoint), dtype, batch_size=args.batch_size)
+        if "shapes" not in result:
+            shapes = batch_shapes(runtime, requests)
+            result["shapes"] = {"batches": len(shapes), "distinct": len(set(shapes))}
+            print(f"per request: {len(shapes)} batches of {len(set(shapes))} distinct shapes (rows, length)")
         for label in ("cold", "warm"):
             phases, single = per_request_pass(runtime, requests)
             result["runs"].append({"dtype": dtype, "path": "per request", "pass": label, **phases})

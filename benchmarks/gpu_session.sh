@@ -210,10 +210,11 @@ PY
   evalprof)  # where a stage's evaluation of `gate` goes (benchmarks/eval_profile.py): one request per execute as the
              # checker does it, phase by phase, float32 and float16, cold and warm, against one cross-request execute;
              # cProfile of a warm pass. The study's float16 stages took 79-163 s on `gate` against 22 s in float32.
-             # Suspect: MLX 0.32's cuDNN attention (float16 and bfloat16 only) builds a graph per new shape and keeps
-             # 64 (MLX_CUDA_SDPA_CACHE_SIZE); `gate` has hundreds of shapes. Then float16 again with room for all of
-             # them, and with attention's inputs made contiguous (MLX's one cuDNN graph for all lengths), its
-             # outputs compared with the first run's.
+             # Suspect: MLX 0.32 runs float16 attention on cuDNN, which builds a graph for each new shape and keeps
+             # the last 256 (MLX_CUDA_SDPA_CACHE_SIZE); float32 attention never uses cuDNN. The first 300 requests
+             # of `gate` hold 193 shapes: the cold pass builds them, the warm one finds them all. Then float16 with
+             # a cache of 8 (the warm pass builds again if the builds are the cost) and with cuDNN attention off
+             # (MLX_CUDA_USE_CUDNN_SDPA=0: MLX's own attention ops), their logits compared with the first run's.
     install
     profile() {  # NAME SECONDS ARGS...: one eval_profile.py run on the first REQUESTS requests of `gate`
       local name=$1 seconds=$2; shift 2
@@ -222,12 +223,12 @@ PY
         | tee "$OUT/$name.txt" | head -80)
     }
     profile eval_profile $(((CALL_S - SECONDS) / 2)) --dtype float32 --dtype float16 --profile
-    MLX_CUDA_SDPA_CACHE_SIZE=4096 profile eval_profile_sdpa4096 $(((CALL_S - SECONDS - 20) / 2)) --dtype float16
-    profile eval_profile_contiguous $((CALL_S - SECONDS - 20)) --dtype float16 --contiguous-attention
+    MLX_CUDA_SDPA_CACHE_SIZE=8 profile eval_profile_sdpa8 $(((CALL_S - SECONDS - 20) / 2)) --dtype float16
+    MLX_CUDA_USE_CUDNN_SDPA=0 profile eval_profile_nocudnn $((CALL_S - SECONDS - 20)) --dtype float16
     python3 -c "
 import numpy as np
 a = np.load('/tmp/eval_profile.npz')['float16']
-for name in ('sdpa4096', 'contiguous'):
+for name in ('sdpa8', 'nocudnn'):
     b = np.load(f'/tmp/eval_profile_{name}.npz')['float16']
     print(name, 'float16 logits: max |difference| to the default run', float(np.max(np.abs(a - b))), 'over', a.size)
 " 2>&1 | tee "$OUT/eval_profile_compare.txt" ;;

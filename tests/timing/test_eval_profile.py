@@ -33,24 +33,16 @@ def test_bad_counts_are_refused(options, capsys):
     assert refused.value.code == 2 and "--requests must be" in capsys.readouterr().err
 
 
-def test_contiguous_attention_routes_the_model_through_copies_with_the_same_outputs(tmp_path, monkeypatch):
-    import mlx.core as mx
-    import numpy as np
-
-    from laya_opt.core import model
-
+def test_the_per_request_batch_shapes_are_counted_and_the_mlx_variables_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLX_CUDA_SDPA_CACHE_SIZE", "8")
     script = load_script("benchmarks/eval_profile.py")
-    monkeypatch.setattr(model, "sdpa", model.sdpa)   # restored after the test
-    plain = tmp_path / "plain.npz"
-    assert script.main(["--suite", "smoke", "--requests", "3", "--dtype", "float32", "--save-logits",
-                        str(plain)]) == 0
-    script.contiguous_attention()
-    assert model.sdpa.__module__ == "eval_profile"
-    q, k = mx.random.normal((1, 2, 5, 8)), mx.random.normal((1, 2, 5, 8))
-    v = mx.random.normal((1, 5, 2, 8)).transpose(0, 2, 1, 3)   # a transposed view, as the model's v
-    assert mx.allclose(model.sdpa(q, k, v, scale=0.3), mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3))
-    copied = tmp_path / "copied.npz"
-    assert script.main(["--suite", "smoke", "--requests", "3", "--dtype", "float32", "--save-logits",
-                        str(copied)]) == 0
-    a, b = np.load(plain)["float32"], np.load(copied)["float32"]
-    assert a.shape == b.shape and a.size > 3 and np.max(np.abs(a - b)) < 1e-4
+    for batch_size in (64, 1):
+        out = tmp_path / f"b{batch_size}.json"
+        assert script.main(["--suite", "smoke", "--requests", "4", "--dtype", "float32", "--batch-size",
+                            str(batch_size), "--out", str(out)]) == 0
+        record = json.loads(out.read_text())
+        # one batch per request at 64 rows; one per question at 1 row, each its own (1, length)
+        expected = record["requests"] if batch_size == 64 else record["questions"]
+        assert record["shapes"]["batches"] == expected and 1 <= record["shapes"]["distinct"] <= expected
+        assert record["mlx_env"]["MLX_CUDA_SDPA_CACHE_SIZE"] == "8"
+    assert record["questions"] > record["requests"]   # smoke's requests hold several questions

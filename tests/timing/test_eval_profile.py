@@ -38,7 +38,7 @@ def test_the_per_request_batch_shapes_are_counted_and_the_mlx_variables_recorded
     script = load_script("benchmarks/eval_profile.py")
     for batch_size in (64, 1):
         out = tmp_path / f"b{batch_size}.json"
-        assert script.main(["--suite", "smoke", "--requests", "4", "--dtype", "float32", "--batch-size",
+        assert script.main(["--suite", "smoke", "--requests", "2", "--dtype", "float32", "--batch-size",
                             str(batch_size), "--out", str(out)]) == 0
         record = json.loads(out.read_text())
         # one batch per request at 64 rows; one per question at 1 row, each its own (1, length)

@@ -210,11 +210,15 @@ PY
   evalprof)  # where a stage's evaluation of `gate` goes (benchmarks/eval_profile.py): one request per execute as the
              # checker does it, phase by phase, float32 and float16, cold and warm, against one cross-request execute;
              # cProfile of a warm pass. The study's float16 stages took 79-163 s on `gate` against 22 s in float32.
-             # Suspect: MLX 0.32 runs float16 attention on cuDNN, which builds a graph for each new shape and keeps
-             # the last 256 (MLX_CUDA_SDPA_CACHE_SIZE); float32 attention never uses cuDNN. The first 300 requests
-             # of `gate` hold 193 shapes: the cold pass builds them, the warm one finds them all. Then float16 with
-             # a cache of 8 (the warm pass builds again if the builds are the cost) and with cuDNN attention off
-             # (MLX_CUDA_USE_CUDNN_SDPA=0: MLX's own attention ops), their logits compared with the first run's.
+             # Suspect: MLX 0.32 runs float16 attention on cuDNN, which builds a graph for each new key (shapes and
+             # strides of q, k, v and the mask), keeps the last 256 (MLX_CUDA_SDPA_CACHE_SIZE) and raises "Cache
+             # thrashing" past 512 misses in a process; float32 attention never uses cuDNN. eval_profile.py
+             # estimates the keys from shapes (on the CPU): the first 300 requests of `gate` hold 193 shapes, one
+             # key each on the plain runtime (193 builds cold, none warm), four under masks_once + qkv_views +
+             # head_prune_final (822 keys, 962 builds cold with 256 kept: past the limit, if the estimate is right,
+             # and none warm with 4096). So: the plain runtime in float32 and float16; float16 with cuDNN attention
+             # off (MLX_CUDA_USE_CUDNN_SDPA=0: MLX's own attention ops); the three passes with the default cache and
+             # with 4096; float16 logits compared between the runs.
     install
     profile() {  # NAME SECONDS ARGS...: one eval_profile.py run on the first REQUESTS requests of `gate`
       local name=$1 seconds=$2; shift 2
@@ -222,15 +226,25 @@ PY
         --requests "${REQUESTS:-300}" --out "$OUT/$name.json" --save-logits "/tmp/$name.npz" "$@" 2>&1 \
         | tee "$OUT/$name.txt" | head -80)
     }
-    profile eval_profile $(((CALL_S - SECONDS) / 2)) --dtype float32 --dtype float16 --profile
-    MLX_CUDA_SDPA_CACHE_SIZE=8 profile eval_profile_sdpa8 $(((CALL_S - SECONDS - 20) / 2)) --dtype float16
-    MLX_CUDA_USE_CUDNN_SDPA=0 profile eval_profile_nocudnn $((CALL_S - SECONDS - 20)) --dtype float16
+    stack="--pass masks_once --pass qkv_views --pass head_prune_final"
+    profile eval_profile $(((CALL_S - SECONDS) / 3)) --dtype float32 --dtype float16 --profile
+    MLX_CUDA_USE_CUDNN_SDPA=0 profile eval_profile_nocudnn $(((CALL_S - SECONDS - 20) / 3)) --dtype float16
+    profile eval_profile_stack $(((CALL_S - SECONDS - 20) / 2)) --dtype float16 $stack
+    MLX_CUDA_SDPA_CACHE_SIZE=4096 profile eval_profile_stack4096 $((CALL_S - SECONDS - 20)) --dtype float16 $stack
     python3 -c "
 import numpy as np
-a = np.load('/tmp/eval_profile.npz')['float16']
-for name in ('sdpa8', 'nocudnn'):
-    b = np.load(f'/tmp/eval_profile_{name}.npz')['float16']
-    print(name, 'float16 logits: max |difference| to the default run', float(np.max(np.abs(a - b))), 'over', a.size)
+def logits(name):
+    try:
+        return np.load(f'/tmp/eval_profile{name}.npz')['float16']
+    except (OSError, KeyError):
+        return None
+for name, base in (('_nocudnn', ''), ('_stack', ''), ('_stack4096', '_stack')):
+    a, b = logits(base), logits(name)
+    if a is None or b is None:
+        print(f'eval_profile{name} against eval_profile{base}: no float16 logits on one side')
+        continue
+    print(f'float16 logits, eval_profile{name} against eval_profile{base}: max |difference|',
+          float(np.max(np.abs(a - b))), 'over', a.size)
 " 2>&1 | tee "$OUT/eval_profile_compare.txt" ;;
   h2h)  # MLX_* variables given to this script reach the bench (recorded in environment.mlx_env); the
         # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold)

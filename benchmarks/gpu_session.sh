@@ -247,7 +247,11 @@ for name, base in (('_nocudnn', ''), ('_stack', ''), ('_stack4096', '_stack')):
           float(np.max(np.abs(a - b))), 'over', a.size)
 " 2>&1 | tee "$OUT/eval_profile_compare.txt" ;;
   h2h)  # MLX_* variables given to this script reach the bench (recorded in environment.mlx_env); the
-        # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold)
+        # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold).
+        # The bench gates every stage on `gate`, a request at a time, with CUDA graphs on: that met the `misaligned
+        # address` fault after ~470 requests with MLX's default graph cache (2026-12-06) and not with 100,000
+        # (2026-12-07, once; benchmarks/results/2026-12-07-h100-drift-gate), so 100,000 unless given.
+    export MLX_CUDA_GRAPH_CACHE_SIZE=${MLX_CUDA_GRAPH_CACHE_SIZE:-100000}
     install
     arch=${2:?arch} budget=${3:-450}
     ckpt=$(checkpoint "$arch")

@@ -37,8 +37,8 @@ import mlx.core as mx
 import numpy as np
 
 from laya_opt.core.runtime import load_runtime
-from laya_opt.passes.registry import build_registry
 from laya_opt.fidelity.checker import requests_from_suite
+from laya_opt.passes.registry import build_registry
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.errors import LayaError
 from laya_opt.util.resources import checkpoint_path, suite_path

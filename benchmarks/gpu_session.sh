@@ -12,7 +12,8 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
-#   or carry [".mlx-wheels/p3", ".whl"]  [REQUESTS=N] bash benchmarks/gpu_session.sh evalprof   (where `gate` evaluation goes)
+#   or carry [".mlx-wheels/p3", ".whl"]  [REQUESTS=N] bash benchmarks/gpu_session.sh evalprof   (where `gate` evaluation goes;
+#      no carry on a machine where tools/device_train.sh has installed the wheel: both install into /tmp/site)
 #   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack", ".mlx-wheels/study")]  [MLX_USE_CUDA_GRAPHS=0]
 #      bash benchmarks/gpu_session.sh study   (experiments/sweeps/gpu_stack.yaml; again with `study` in the next
 #      call: it resumes the study kept in /tmp/sweeps, or, on a fresh machine, the one carried back in

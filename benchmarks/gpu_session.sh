@@ -12,8 +12,8 @@
 #   or carry [".mlx-wheels/p3", ".whl"]  bash benchmarks/gpu_session.sh locate    (which pass faults on `gate`)
 #   or carry [".mlx-wheels/p3", ".whl"]  PASSES=a,b STAGES=2 bash benchmarks/gpu_session.sh graphcache | nographs
 #   or carry [".mlx-wheels/p3", ".whl"]  [PARENT=a,b CANDIDATE=c FIRST=N] bash benchmarks/gpu_session.sh drift
-#   or carry [".mlx-wheels/p3", ".whl"]  [REQUESTS=N] bash benchmarks/gpu_session.sh evalprof   (where `gate` evaluation goes;
-#      no carry on a machine where tools/device_train.sh has installed the wheel: both install into /tmp/site)
+#   or carry [".mlx-wheels/p3", ".whl"]  [REQUESTS=N] bash benchmarks/gpu_session.sh evalprof   (where `gate`
+#      evaluation goes; no carry on a machine where tools/device_train.sh installed the wheel: both use /tmp/site)
 #   or carry [".mlx-wheels/p3", ".whl"(, ".mlx-wheels/ptx-stack", ".mlx-wheels/study")]  [MLX_USE_CUDA_GRAPHS=0]
 #      bash benchmarks/gpu_session.sh study   (experiments/sweeps/gpu_stack.yaml; again with `study` in the next
 #      call: it resumes the study kept in /tmp/sweeps, or, on a fresh machine, the one carried back in
@@ -251,8 +251,11 @@ for name, base in (('_nocudnn', ''), ('_stack', ''), ('_stack4096', '_stack')):
         # final stage only is timed (H2H_TIME=stages times every one: 8 runtimes left 3 of 6 cells cold).
         # The bench gates every stage on `gate`, a request at a time, with CUDA graphs on: that met the `misaligned
         # address` fault after ~470 requests with MLX's default graph cache (2026-12-06) and not with 100,000
-        # (2026-12-07, once; benchmarks/results/2026-12-07-h100-drift-gate), so 100,000 unless given.
-    export MLX_CUDA_GRAPH_CACHE_SIZE=${MLX_CUDA_GRAPH_CACHE_SIZE:-100000}
+        # (2026-12-07, once; benchmarks/results/2026-12-07-h100-drift-gate), so 100,000 unless given. cuDNN's
+        # attention graphs likewise: by eval_profile.py's estimate `masks_once` alone makes over 1,000 keys on
+        # `gate`, past the 512 misses after which MLX raises "Cache thrashing" with its default of 256 (not yet
+        # seen on a GPU: evalprof settles it), so 4,096 unless given. Neither changes a computed value.
+    export MLX_CUDA_GRAPH_CACHE_SIZE=${MLX_CUDA_GRAPH_CACHE_SIZE:-100000} MLX_CUDA_SDPA_CACHE_SIZE=${MLX_CUDA_SDPA_CACHE_SIZE:-4096}
     install
     arch=${2:?arch} budget=${3:-450}
     ckpt=$(checkpoint "$arch")

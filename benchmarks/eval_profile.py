@@ -42,6 +42,7 @@ from laya_opt.passes.registry import build_registry
 from laya_opt.suites.suite_file import load_suite
 from laya_opt.util.errors import LayaError
 from laya_opt.util.resources import checkpoint_path, suite_path
+from laya_opt.util.system import environment_switches
 
 DEFAULT_SDPA_CACHE = 256   # MLX 0.32's MLX_CUDA_SDPA_CACHE_SIZE when unset (its CUDA attention source)
 
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
     result = {"device": str(mx.default_device()), "mlx": mx.__version__, "suite": args.suite,
               "requests": len(requests), "questions": questions, "batch_size": args.batch_size,
               "passes": args.passes,
-              "mlx_env": {key: value for key, value in sorted(os.environ.items()) if key.startswith("MLX_")},
+              "mlx_env": environment_switches(("MLX_",)),
               "runs": []}
     print(f"{result['device']}, mlx {result['mlx']}: {args.suite}, {len(requests)} requests, {questions} questions"
           + (f", passes {', '.join(args.passes)}" if args.passes else ""))

@@ -42,7 +42,9 @@ def report_lines(report: dict) -> list[str]:
              f"memory     RAM {_bytes(memory['total_bytes'])} total, {_bytes(memory['available_bytes'])} available"
              + (f"; device {_bytes(int(device_memory))}" if device_memory else ""),
              *[f"packages   {line}" for line in _packages(report["packages"])],
-             f"peers      {peers} (the upstream PyTorch package; looked up, never imported)"]
+             f"peers      {peers} (the upstream PyTorch package; looked up, never imported)",
+             "switches   " + (", ".join(f"{name}={value}" for name, value in report["switches"].items())
+                              or "none (MLX's and laya-opt's defaults)")]
     if report["problems"]:
         lines += [""] + [f"PROBLEM    {problem}" for problem in report["problems"]]
     else:
@@ -53,7 +55,8 @@ def report_lines(report: dict) -> list[str]:
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Report the MLX version and backend, the BLAS behind MLX's CPU matmuls, memory, and installed packages.
+    """Report the MLX version and backend, the BLAS behind MLX's CPU matmuls, memory, installed packages, and the
+    MLX_* and LAYA_* variables in effect (they change kernels, cache sizes and the stage cache's key).
 
     The BLAS is read from the loaded libraries and symbols, without timing anything, with where it came
     from (the mkl wheel of the `cpu` extra, the system, LAYA_OPT_BLAS) and any library that failed to load;

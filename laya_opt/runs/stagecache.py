@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +33,11 @@ from laya_opt.core.runtime import Runtime
 from laya_opt.fidelity.checker import Outputs
 from laya_opt.runs.refcache import CacheKey, CacheResult, cached_reference, entry_path, make_key, write_entry
 from laya_opt.util.resources import user_cache_dir
+from laya_opt.util.system import environment_switches
 
 KIND = "stages"
 # Where the package's files are: laya_opt itself and the folders the layout installs under it.
 PACKAGES = ("laya_opt", "laya_opt.passes", "laya_opt.fidelity")
-SWITCH_PREFIXES = ("MLX_", "LAYA_")
 
 
 # Not in the digest: bytecode caches; the gates files, which judge outputs after they are computed
@@ -70,10 +69,6 @@ def package_folders() -> dict[str, Path]:
 def package_digest() -> str:
     """The package's code and data as installed (a wheel, or a checkout's editable install), once per process."""
     return folder_digest(package_folders())
-
-
-def environment_switches() -> dict[str, str]:
-    return {name: value for name, value in sorted(os.environ.items()) if name.startswith(SWITCH_PREFIXES)}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import os
 import platform
 import sys
 import time
@@ -24,7 +23,7 @@ from laya_opt.core.checkpoint import MAX_SEED
 from laya_opt.util.progress import progress_bar
 from laya_opt.core.runtime import Runtime
 from laya_opt.util.schema import checked
-from laya_opt.util.system import detect_blas, device_facts, package_version
+from laya_opt.util.system import detect_blas, device_facts, environment_switches, package_version
 
 MODES = ("end_to_end", "forward")
 BOOTSTRAP_RESAMPLES = 2000
@@ -175,7 +174,7 @@ def environment() -> dict:
         "machine": platform.machine(),
         "processor": platform.processor(),
         # MLX reads its tuning variables (CUDA graph size and cache, ...) once per process: they change timings.
-        "mlx_env": {name: value for name, value in sorted(os.environ.items()) if name.startswith("MLX_")},
+        "mlx_env": environment_switches(("MLX_",)),
     }
 
 

@@ -213,6 +213,16 @@ def device_facts() -> dict:
             "device_info": info}
 
 
+SWITCH_PREFIXES = ("MLX_", "LAYA_")
+
+
+def environment_switches(prefixes: tuple[str, ...] = SWITCH_PREFIXES) -> dict[str, str]:
+    """The environment variables in effect that start with `prefixes`, sorted: MLX reads its tuning and cache
+    variables once per process (CUDA graphs, cuDNN attention, their cache sizes), and they change timings, kernels
+    and whether a long evaluation runs at all."""
+    return {name: value for name, value in sorted(os.environ.items()) if name.startswith(prefixes)}
+
+
 def doctor_report() -> dict:
     """Everything `laya-opt doctor` prints, plus the list of problems found."""
     blas = detect_blas()
@@ -232,7 +242,7 @@ def doctor_report() -> dict:
     return {"laya-opt": package_version("laya-opt"), "python": sys.version.split()[0],
             "platform": platform.platform(), **facts, "mlx_backends": backends, "blas": blas.to_json(),
             "blas_preload": preload_json(_blas.PRELOAD), "memory": system_memory(), "packages": packages,
-            "peers": peers, "problems": problems}
+            "peers": peers, "switches": environment_switches(), "problems": problems}
 
 
 def preload_json(preload: _blas.Preload) -> dict:

@@ -113,11 +113,28 @@ def test_doctor_prints_where_the_blas_came_from_and_what_did_not_load():
                                "failures": [{"path": "/x/libbad.so", "source": "LAYA_OPT_BLAS",
                                              "error": "invalid ELF header"}]},
               "memory": {"total_bytes": 2 ** 30, "available_bytes": None}, "packages": {}, "peers": {},
-              "problems": []}
+              "switches": {}, "problems": []}
     lines = report_lines(report)
     assert f"blas       Intel MKL: {MKL}, from wheel mkl 2026.2.1" in lines
     assert "           not loaded: /x/libbad.so (LAYA_OPT_BLAS): invalid ELF header" in lines
     assert lines[1].endswith("; backend wheel mlx-cpu 0.32.4") and lines[-1] == "no problems found"
+    assert "switches   none (MLX's and laya-opt's defaults)" in lines
+    set_ = report_lines({**report, "switches": {"MLX_CUDA_SDPA_CACHE_SIZE": "4096", "MLX_USE_CUDA_GRAPHS": "0"}})
+    assert "switches   MLX_CUDA_SDPA_CACHE_SIZE=4096, MLX_USE_CUDA_GRAPHS=0" in set_
+
+
+def test_the_switches_are_the_mlx_and_laya_variables_in_effect(monkeypatch):
+    from laya_opt.util.system import environment_switches
+
+    for name in [name for name in os.environ if name.startswith(("MLX_", "LAYA_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MLX_USE_CUDA_GRAPHS", "0")
+    monkeypatch.setenv("LAYA_CUDA_AMP", "fp16")
+    monkeypatch.setenv("MLXNOT_A_SWITCH", "1")
+    assert environment_switches() == {"LAYA_CUDA_AMP": "fp16", "MLX_USE_CUDA_GRAPHS": "0"}
+    assert environment_switches(("MLX_",)) == {"MLX_USE_CUDA_GRAPHS": "0"}
+    report = json.loads(CliRunner().invoke(main, ["doctor", "--json"]).output)
+    assert report["switches"] == {"LAYA_CUDA_AMP": "fp16", "MLX_USE_CUDA_GRAPHS": "0"}
 
 
 def test_two_backend_wheels_are_a_problem():

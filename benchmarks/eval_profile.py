@@ -68,15 +68,6 @@ def per_request_pass(runtime, requests) -> tuple[dict, list]:
     return dict(phases), logits
 
 
-def batch_shapes(runtime, requests) -> list[tuple[int, int]]:
-    """(rows, length) of each batch of the per-request path, in evaluation order."""
-    shapes = []
-    for request in requests:
-        prepared = runtime.prepare(request.state, request.questions)
-        shapes += [(len(group), max(len(prepared[index].ids) for index in group)) for group in runtime.plan(prepared)]
-    return shapes
-
-
 def attention_keys(runtime, requests) -> list[tuple]:
     """Each per-request batch's attention calls as cuDNN's graph cache tells them apart, estimated from shapes:
     MLX turns a boolean mask into a contiguous additive one of the full [B, H, Lq, Lk] shape, while an additive
@@ -118,16 +109,19 @@ def lru_misses(keys: list, capacity: int) -> list[int]:
     return misses
 
 
-def key_estimate(runtime, requests) -> dict:
-    """The per-request path's attention keys and the cuDNN graph builds they imply at this run's cache size;
-    MLX raises "Cache thrashing" once a cache has missed more than twice its size in a process."""
-    forwards = attention_keys(runtime, requests)
+def estimate_from(forwards: list[tuple]) -> dict:
+    """The attention keys of `attention_keys`'s forwards and the cuDNN graph builds they imply at this run's cache
+    size; MLX raises "Cache thrashing" once a cache has missed more than twice its size in a process."""
     keys = [key for forward in forwards for key in forward]
     capacity = int(os.environ.get("MLX_CUDA_SDPA_CACHE_SIZE", DEFAULT_SDPA_CACHE))
     cold, warm = lru_misses(keys, capacity)
     return {"forwards": len(forwards), "keys_per_forward": sorted({len(forward) for forward in forwards}),
             "distinct_keys": len(set(keys)), "cache_size": capacity, "builds_cold": cold, "builds_warm": warm,
             "thrashing_limit": 2 * capacity}
+
+
+def key_estimate(runtime, requests) -> dict:
+    return estimate_from(attention_keys(runtime, requests))
 
 
 def batched_pass(runtime, requests) -> tuple[dict, list]:
@@ -216,9 +210,11 @@ def main(argv=None) -> int:
         for name in args.passes:
             runtime = laya_opt.apply(runtime, name)
         if "shapes" not in result:
-            shapes = batch_shapes(runtime, requests)
+            forwards = attention_keys(runtime, requests)
+            # (rows, length) of each batch: the encoder's first attention call's q is [B, H, L, D]
+            shapes = [(forward[0][0][0], forward[0][0][2]) for forward in forwards]
             result["shapes"] = {"batches": len(shapes), "distinct": len(set(shapes))}
-            result["attention_keys"] = estimate = key_estimate(runtime, requests)
+            result["attention_keys"] = estimate = estimate_from(forwards)
             print(f"per request: {len(shapes)} batches of {len(set(shapes))} distinct shapes (rows, length); "
                   f"attention keys (estimated): {estimate['keys_per_forward']} per forward, "
                   f"{estimate['distinct_keys']} distinct, cuDNN graph builds with a cache of {estimate['cache_size']}: "
